@@ -1,0 +1,46 @@
+// Strategies, schedules and the registry queries. A strategy is one way to compute an op; its
+// parameters are tunable; a strategy plus parameter values is a schedule.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "spgnn/tensor.hpp"
+
+namespace spgnn {
+
+enum class OpKind : uint8_t { spmm, sddmm };
+const char* op_kind_name(OpKind k);
+
+struct Schedule {
+  std::string strategy = "auto";
+  std::map<std::string, int64_t> params;  // missing parameters take their defaults
+  std::string str() const;                // "gnnone(cache_size=128,warps=4)"
+};
+// Parses "name" or "name:key=value,key=value" (the CLI's --strategy/--param syntax).
+Schedule parse_schedule(const std::string& text);
+
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> values;  // the legal values (the search space)
+  int64_t default_value = 0;
+  std::string help;
+};
+
+struct StrategyInfo {
+  std::string name;
+  OpKind op = OpKind::spmm;
+  DeviceType device = DeviceType::cpu;
+  std::string description;
+  std::vector<ParamSpec> params;
+};
+
+// Strategies compiled into this build for an op (CUDA ones only when built with CUDA).
+std::vector<StrategyInfo> list_strategies(OpKind op);
+// Throws InvalidArgument (listing the known names) for an unknown strategy, and for a parameter
+// the strategy does not declare or a value outside its legal set.
+const StrategyInfo& find_strategy(OpKind op, const std::string& name);
+void check_schedule(OpKind op, const Schedule& s);
+
+}  // namespace spgnn

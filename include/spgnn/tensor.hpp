@@ -1,0 +1,124 @@
+// Dense tensors on the host or a CUDA device: dtype, shape, row-major, shared ownership.
+// Deliberately small: spgnn needs storage and shape checks, not a full array library.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spgnn/error.hpp"
+
+namespace spgnn {
+
+enum class DType : uint8_t { f32, f64, i32, i64, u8, u16 };
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
+template <> constexpr DType dtype_of<uint16_t>() { return DType::u16; }
+
+enum class DeviceType : uint8_t { cpu, cuda };
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;
+  static Device cpu() { return {DeviceType::cpu, 0}; }
+  static Device cuda(int i = 0) { return {DeviceType::cuda, i}; }
+  bool is_cuda() const { return type == DeviceType::cuda; }
+  bool operator==(const Device& o) const { return type == o.type && index == o.index; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+  std::string str() const;
+};
+// Parses "cpu", "cuda", "cuda:1"; throws InvalidArgument otherwise.
+Device parse_device(const std::string& s);
+// True when this build has CUDA and at least one device is visible.
+bool cuda_available();
+
+// Raw allocation on a device; the deleter knows where the bytes live.
+struct Storage {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  Device device;
+  Storage(size_t nbytes, Device dev);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Uninitialised tensor. Sizes are checked against overflow before allocating.
+  static Tensor empty(std::vector<int64_t> shape, DType dtype, Device device = Device::cpu());
+  static Tensor zeros(std::vector<int64_t> shape, DType dtype, Device device = Device::cpu());
+  static Tensor full(std::vector<int64_t> shape, DType dtype, double value,
+                     Device device = Device::cpu());
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& v, std::vector<int64_t> shape = {}) {
+    if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+    Tensor t = empty(shape, dtype_of<T>());
+    SPGNN_CHECK(static_cast<size_t>(t.numel()) == v.size(), InvalidArgument,
+                "Tensor::from_vector: ", v.size(), " values do not fill shape ", t.shape_str());
+    std::copy(v.begin(), v.end(), t.data<T>());
+    return t;
+  }
+  template <class T>
+  std::vector<T> to_vector() const {
+    Tensor h = to(Device::cpu());
+    const T* p = h.data<T>();
+    return std::vector<T>(p, p + numel());
+  }
+
+  bool defined() const { return defined_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t dim(int i) const;
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  std::string shape_str() const;
+
+  void* raw() { return ptr_; }
+  const void* raw() const { return ptr_; }
+  template <class T>
+  T* data() {
+    check_dtype(dtype_of<T>());
+    return static_cast<T*>(ptr_);
+  }
+  template <class T>
+  const T* data() const {
+    check_dtype(dtype_of<T>());
+    return static_cast<const T*>(ptr_);
+  }
+
+  // Deep copy to `device` (same device: a fresh copy too).
+  Tensor to(Device device) const;
+  Tensor clone() const { return to(device_); }
+  // Same storage, new shape with the same number of elements.
+  Tensor reshape(std::vector<int64_t> shape) const;
+  // Element type conversion on the host (host tensors only).
+  Tensor astype(DType dtype) const;
+  // Fills every element with `value` (on the tensor's device; asynchronous on CUDA's default
+  // stream unless `stream` is given).
+  void fill_(double value, void* stream = nullptr);
+  // Copies `src` (same dtype and numel) into this tensor, across devices if needed.
+  void copy_from(const Tensor& src);
+
+ private:
+  void check_dtype(DType want) const;
+  std::shared_ptr<Storage> storage_;
+  void* ptr_ = nullptr;
+  std::vector<int64_t> shape_;
+  int64_t numel_ = 0;
+  DType dtype_ = DType::f32;
+  Device device_;
+  bool defined_ = false;
+};
+
+}  // namespace spgnn

@@ -1,0 +1,18 @@
+// Internal: the few device-memory primitives that host code needs. Implemented in
+// src/kernels/cuda/device_memory.cu when built with CUDA; otherwise they throw Unsupported.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "spgnn/tensor.hpp"
+
+namespace spgnn::detail {
+
+void* cuda_alloc(size_t bytes, int device);
+void cuda_free(void* p, int device) noexcept;
+// dir: 0 host->device, 1 device->host, 2 device->device (synchronous w.r.t. the host).
+void cuda_copy(void* dst, const void* src, size_t bytes, int dir);
+void cuda_fill(void* p, DType dtype, int64_t n, double value, void* stream);
+int cuda_device_count() noexcept;
+
+}  // namespace spgnn::detail

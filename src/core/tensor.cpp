@@ -1,0 +1,214 @@
+#include "spgnn/tensor.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "core/device.hpp"
+
+namespace spgnn {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::u8: return 1;
+    case DType::u16: return 2;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    case DType::u8: return "uint8";
+    case DType::u16: return "uint16";
+  }
+  return "?";
+}
+
+std::string Device::str() const {
+  return type == DeviceType::cpu ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+Device parse_device(const std::string& s) {
+  if (s == "cpu") return Device::cpu();
+  if (s == "cuda" || s == "gpu") return Device::cuda(0);
+  if (s.rfind("cuda:", 0) == 0) {
+    const std::string num = s.substr(5);
+    char* end = nullptr;
+    long v = std::strtol(num.c_str(), &end, 10);
+    if (!num.empty() && end && *end == '\0' && v >= 0 && v < 1024) return Device::cuda(int(v));
+  }
+  throw InvalidArgument("device '" + s + "': expected cpu, cuda or cuda:N");
+}
+
+bool cuda_available() { return detail::cuda_device_count() > 0; }
+
+Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
+  if (nbytes == 0) return;
+  if (dev.type == DeviceType::cpu) {
+    // 64-byte alignment keeps vector loads and mmap-style layouts simple.
+    ptr = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    if (!ptr) throw std::bad_alloc();
+  } else {
+    ptr = detail::cuda_alloc(nbytes, dev.index);
+  }
+}
+
+Storage::~Storage() {
+  if (!ptr) return;
+  if (device.type == DeviceType::cpu) std::free(ptr);
+  else detail::cuda_free(ptr, device.index);
+}
+
+Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, Device device) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    SPGNN_CHECK(d >= 0, InvalidArgument, "tensor shape has a negative dimension (", d, ")");
+    SPGNN_CHECK(d == 0 || n <= std::numeric_limits<int64_t>::max() / 8 / d, InvalidArgument,
+                "tensor of shape with dimension ", d, " is too large to address");
+    n *= d;
+  }
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.numel_ = n;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.defined_ = true;
+  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(n) * dtype_size(dtype), device);
+  t.ptr_ = t.storage_->ptr;
+  return t;
+}
+
+Tensor Tensor::zeros(std::vector<int64_t> shape, DType dtype, Device device) {
+  return full(std::move(shape), dtype, 0.0, device);
+}
+
+Tensor Tensor::full(std::vector<int64_t> shape, DType dtype, double value, Device device) {
+  Tensor t = empty(std::move(shape), dtype, device);
+  t.fill_(value);
+  return t;
+}
+
+int64_t Tensor::dim(int i) const {
+  SPGNN_CHECK(i >= 0 && i < ndim(), InvalidArgument, "dimension ", i, " out of range for shape ",
+              shape_str());
+  return shape_[static_cast<size_t>(i)];
+}
+
+std::string Tensor::shape_str() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape_.size(); ++i) s += (i ? ", " : "") + std::to_string(shape_[i]);
+  return s + "]";
+}
+
+void Tensor::check_dtype(DType want) const {
+  SPGNN_CHECK(defined_, InvalidArgument, "tensor is undefined");
+  SPGNN_CHECK(dtype_ == want, InvalidArgument, "tensor has dtype ", dtype_name(dtype_),
+              ", expected ", dtype_name(want));
+}
+
+Tensor Tensor::to(Device device) const {
+  SPGNN_CHECK(defined_, InvalidArgument, "cannot copy an undefined tensor");
+  Tensor t = empty(shape_, dtype_, device);
+  t.copy_from(*this);
+  return t;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  SPGNN_CHECK(defined_ && src.defined_, InvalidArgument, "copy_from: undefined tensor");
+  SPGNN_CHECK(src.dtype_ == dtype_ && src.numel_ == numel_, InvalidArgument,
+              "copy_from: source ", dtype_name(src.dtype_), src.shape_str(), " does not match ",
+              dtype_name(dtype_), shape_str());
+  const size_t n = nbytes();
+  if (n == 0) return;
+  const bool sd = src.device_.is_cuda(), dd = device_.is_cuda();
+  if (!sd && !dd) std::memcpy(ptr_, src.ptr_, n);
+  else if (!sd && dd) detail::cuda_copy(ptr_, src.ptr_, n, 0);
+  else if (sd && !dd) detail::cuda_copy(ptr_, src.ptr_, n, 1);
+  else detail::cuda_copy(ptr_, src.ptr_, n, 2);
+}
+
+Tensor Tensor::reshape(std::vector<int64_t> shape) const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  SPGNN_CHECK(n == numel_, InvalidArgument, "cannot reshape ", shape_str(), " (", numel_,
+              " elements) to a shape with ", n, " elements");
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+namespace {
+template <class T>
+void fill_host(void* p, int64_t n, double v) {
+  std::fill_n(static_cast<T*>(p), n, static_cast<T>(v));
+}
+template <class To>
+void convert_into(const Tensor& src, To* dst) {
+  const int64_t n = src.numel();
+  switch (src.dtype()) {
+    case DType::f32: { auto s = src.data<float>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
+    case DType::f64: { auto s = src.data<double>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
+    case DType::i32: { auto s = src.data<int32_t>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
+    case DType::i64: { auto s = src.data<int64_t>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
+    case DType::u8: { auto s = src.data<uint8_t>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
+    case DType::u16: { auto s = src.data<uint16_t>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
+  }
+}
+}  // namespace
+
+Tensor Tensor::astype(DType dtype) const {
+  SPGNN_CHECK(defined_, InvalidArgument, "astype: undefined tensor");
+  Tensor h = device_.is_cuda() ? to(Device::cpu()) : *this;
+  Tensor t = empty(shape_, dtype);
+  switch (dtype) {
+    case DType::f32: convert_into(h, t.data<float>()); break;
+    case DType::f64: convert_into(h, t.data<double>()); break;
+    case DType::i32: convert_into(h, t.data<int32_t>()); break;
+    case DType::i64: convert_into(h, t.data<int64_t>()); break;
+    case DType::u8: convert_into(h, t.data<uint8_t>()); break;
+    case DType::u16: convert_into(h, t.data<uint16_t>()); break;
+  }
+  return device_.is_cuda() ? t.to(device_) : t;
+}
+
+void Tensor::fill_(double value, void* stream) {
+  SPGNN_CHECK(defined_, InvalidArgument, "fill_: undefined tensor");
+  if (numel_ == 0) return;
+  if (device_.is_cuda()) {
+    detail::cuda_fill(ptr_, dtype_, numel_, value, stream);
+    return;
+  }
+  switch (dtype_) {
+    case DType::f32: fill_host<float>(ptr_, numel_, value); break;
+    case DType::f64: fill_host<double>(ptr_, numel_, value); break;
+    case DType::i32: fill_host<int32_t>(ptr_, numel_, value); break;
+    case DType::i64: fill_host<int64_t>(ptr_, numel_, value); break;
+    case DType::u8: fill_host<uint8_t>(ptr_, numel_, value); break;
+    case DType::u16: fill_host<uint16_t>(ptr_, numel_, value); break;
+  }
+}
+
+#if !SPGNN_WITH_CUDA
+namespace detail {
+[[noreturn]] static void no_cuda() {
+  throw Unsupported("this spgnn was built without CUDA (SPGNN_WITH_CUDA=OFF or no nvcc found)");
+}
+void* cuda_alloc(size_t, int) { no_cuda(); }
+void cuda_free(void*, int) noexcept {}
+void cuda_copy(void*, const void*, size_t, int) { no_cuda(); }
+void cuda_fill(void*, DType, int64_t, double, void*) { no_cuda(); }
+int cuda_device_count() noexcept { return 0; }
+}  // namespace detail
+#endif
+
+}  // namespace spgnn

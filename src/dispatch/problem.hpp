@@ -1,0 +1,45 @@
+// Internal: a checked op problem as handed to one strategy. The front door (src/dispatch/ops.cpp)
+// validates shapes, dtypes and devices once; strategies trust these fields.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "spgnn/ops.hpp"
+
+namespace spgnn::detail {
+
+struct SpmmProblem {
+  const Graph* g = nullptr;
+  SpmmOp op = SpmmOp::copy_u;
+  Reduce reduce = Reduce::sum;
+  const Tensor* u = nullptr;   // [n_cols, F] or undefined (copy_e)
+  const Tensor* e = nullptr;   // [nnz, e_width] or undefined (copy_u)
+  Tensor* out = nullptr;       // [n_rows, F], allocated on the graph's device
+  Tensor* arg_u = nullptr;     // [n_rows, F] i64 or nullptr
+  Tensor* arg_e = nullptr;     // [n_rows, F] i64 or nullptr
+  int64_t F = 0;               // feature width of out
+  int64_t e_width = 0;         // 1 (broadcast) or F; 0 when e is not used
+  void* stream = nullptr;
+  bool uses_u() const { return op != SpmmOp::copy_e; }
+  bool uses_e() const { return op != SpmmOp::copy_u; }
+};
+
+struct SddmmProblem {
+  const Graph* g = nullptr;
+  SddmmOp op = SddmmOp::dot;
+  const Tensor* lhs = nullptr;  // rows by lhs_target, [*, F]
+  const Tensor* rhs = nullptr;  // rows by rhs_target, [*, F]
+  Target lhs_target = Target::u;
+  Target rhs_target = Target::v;
+  Tensor* out = nullptr;        // [nnz, 1] (dot) or [nnz, F]
+  int64_t F = 0;                // width of the operands
+  void* stream = nullptr;
+  bool uses_lhs() const { return op != SddmmOp::copy_rhs; }
+  bool uses_rhs() const { return op != SddmmOp::copy_lhs; }
+  int64_t out_width() const { return op == SddmmOp::dot ? 1 : F; }
+};
+
+// Looks up a schedule parameter, falling back to the strategy's declared default.
+int64_t param(const Schedule& s, const std::string& name, int64_t fallback);
+
+}  // namespace spgnn::detail

@@ -1,0 +1,78 @@
+// Internal CUDA plumbing: error checks that carry the call, file and line, RAII device buffers
+// and small launch helpers. Included by .cu files only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "spgnn/error.hpp"
+
+namespace spgnn::detail {
+
+[[noreturn]] inline void throw_cuda(cudaError_t err, const char* call, const char* file, int line) {
+  throw DeviceError(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " +
+                    cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+}
+
+}  // namespace spgnn::detail
+
+#define SPGNN_CUDA_CHECK(call)                                                      \
+  do {                                                                              \
+    cudaError_t spgnn_err_ = (call);                                                \
+    if (spgnn_err_ != cudaSuccess)                                                  \
+      ::spgnn::detail::throw_cuda(spgnn_err_, #call, __FILE__, __LINE__);           \
+  } while (0)
+
+// After every launch: a launch-configuration error is reported at once; asynchronous faults are
+// reported at the next synchronisation point (no implicit sync on the hot path).
+#define SPGNN_CUDA_CHECK_LAUNCH() SPGNN_CUDA_CHECK(cudaPeekAtLastError())
+
+namespace spgnn::detail {
+
+// Owns a device allocation (for kernel scratch space; tensors own theirs through Storage).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) { resize(bytes); }
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  // Grows (never shrinks) so cached work buffers are reused across calls.
+  void reserve(size_t bytes) {
+    if (bytes > bytes_) resize(bytes);
+  }
+  void resize(size_t bytes) {
+    reset();
+    if (bytes) SPGNN_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+    bytes_ = bytes;
+  }
+  void reset() noexcept {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  void* get() const { return ptr_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+template <class T>
+constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
+
+}  // namespace spgnn::detail

@@ -1,0 +1,77 @@
+// Device-memory primitives behind Tensor and Storage (see src/core/device.hpp).
+#include <cstdint>
+
+#include "core/device.hpp"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/cuda_kernels.hpp"
+
+namespace spgnn::detail {
+
+namespace {
+// Remembers and restores the caller's current device around an allocation on another one.
+struct DeviceGuard {
+  int prev = 0;
+  explicit DeviceGuard(int dev) {
+    SPGNN_CUDA_CHECK(cudaGetDevice(&prev));
+    if (prev != dev) SPGNN_CUDA_CHECK(cudaSetDevice(dev));
+  }
+  ~DeviceGuard() { cudaSetDevice(prev); }
+};
+
+template <class T>
+__global__ void fill_kernel(T* p, int64_t n, T v) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    p[i] = v;
+}
+
+template <class T>
+void launch_fill(void* p, int64_t n, double v, cudaStream_t s) {
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>(ceil_div<int64_t>(n, threads), 65535);
+  fill_kernel<T><<<static_cast<unsigned>(blocks), threads, 0, s>>>(static_cast<T*>(p), n,
+                                                                  static_cast<T>(v));
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+}  // namespace
+
+void* cuda_alloc(size_t bytes, int device) {
+  DeviceGuard g(device);
+  void* p = nullptr;
+  SPGNN_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return p;
+}
+
+void cuda_free(void* p, int) noexcept { cudaFree(p); }
+
+void cuda_copy(void* dst, const void* src, size_t bytes, int dir) {
+  const cudaMemcpyKind kind = dir == 0   ? cudaMemcpyHostToDevice
+                              : dir == 1 ? cudaMemcpyDeviceToHost
+                                         : cudaMemcpyDeviceToDevice;
+  SPGNN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+}
+
+void cuda_fill(void* p, DType dtype, int64_t n, double value, void* stream) {
+  cudaStream_t s = as_stream(stream);
+  switch (dtype) {
+    case DType::f32: launch_fill<float>(p, n, value, s); break;
+    case DType::f64: launch_fill<double>(p, n, value, s); break;
+    case DType::i32: launch_fill<int32_t>(p, n, value, s); break;
+    case DType::i64: launch_fill<int64_t>(p, n, value, s); break;
+    case DType::u8: launch_fill<uint8_t>(p, n, value, s); break;
+    case DType::u16: launch_fill<uint16_t>(p, n, value, s); break;
+  }
+}
+
+int cuda_device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+void cuda_synchronize() { SPGNN_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+}  // namespace spgnn::detail
