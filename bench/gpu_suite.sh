@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The GPU benchmark suite of issue 3: SpMM (u_mul_e, sum) and SDDMM (dot) at F = 16..256 on
+#   kron21   Kronecker/R-MAT scale 21, edge factor 16 (Graph500 a=.57 b=c=.19)
+#   reddit   uniform random graph shaped like Reddit: 232,965 vertices, ~114M edges
+#   products R-MAT shaped like ogbn-products: 2^21 vertices, ~124M raw edges (edge factor 59)
+#   cora, citeseer, pubmed  (edge_index.npy from $DATA_DIR; skipped with a note when absent)
+# Each case is checked against cpu_ref on sampled rows, then timed (median of REPS CUDA-event
+# timings after warm-up) for the strategies in $STRATEGIES and cuSPARSE (best algorithm), in one
+# process. JSON per graph goes to $RESULTS; a summary table is printed last.
+# Usage: bench/gpu_suite.sh [graph ...]   (default: all)
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+SPGNN="${SPGNN:-$ROOT/build/spgnn}"
+DATA_DIR="${DATA_DIR:-$ROOT/../shared/data}"
+[ -d "$DATA_DIR" ] || DATA_DIR="$ROOT/.data"
+RESULTS="${RESULTS:-${OUT:-$ROOT/build}/bench}"
+GRAPHS_DIR="${GRAPHS_DIR:-/tmp/spgnn-graphs}"
+DIMS="${DIMS:-16,32,64,128,256}"
+REPS="${REPS:-20}"
+STRATEGIES="${STRATEGIES:-gnnone}"
+mkdir -p "$RESULTS" "$GRAPHS_DIR"
+graphs=("$@")
+[ ${#graphs[@]} -gt 0 ] || graphs=(kron21 reddit products cora citeseer pubmed)
+
+spec_of() {
+  case "$1" in
+    kron21) echo "rmat:21:16:1" ;;
+    reddit) echo "er:232965:489:1" ;;
+    products) echo "rmat:21:59:2" ;;
+    cora|citeseer) echo "$DATA_DIR/$1" ;;
+    pubmed) echo "$DATA_DIR/pubmed-graph" ;;
+    *) echo "$1" ;;
+  esac
+}
+
+status=0
+for g in "${graphs[@]}"; do
+  spec=$(spec_of "$g")
+  file="$spec"
+  case "$spec" in
+    rmat:*|er:*)
+      file="$GRAPHS_DIR/$g.spg"
+      if [ ! -f "$file" ]; then
+        kind=${spec%%:*}; rest=${spec#*:}
+        if [ "$kind" = rmat ]; then
+          IFS=: read -r sc ef sd <<<"$rest"
+          "$SPGNN" generate rmat --scale "$sc" --edge-factor "$ef" --seed "$sd" -o "$file" || { status=1; continue; }
+        else
+          IFS=: read -r n deg sd <<<"$rest"
+          "$SPGNN" generate er --n "$n" --avg-degree "$deg" --seed "$sd" -o "$file" || { status=1; continue; }
+        fi
+      fi ;;
+    *)
+      if [ ! -e "$file" ]; then echo "SKIPPED $g: $file not found"; continue; fi ;;
+  esac
+  strat_args=()
+  IFS=, read -ra ss <<<"$STRATEGIES"
+  for s in "${ss[@]}"; do strat_args+=(--strategy "$s"); done
+  for k in spmm sddmm; do
+    echo "== $k on $g ($spec)"
+    "$SPGNN" bench "$k" --graph "$file" --name "$g" --dim "$DIMS" "${strat_args[@]}" \
+      --reps "$REPS" --format json > "$RESULTS/$k-$g.json" || status=1
+  done
+done
+python3 "$ROOT/bench/summarize.py" "$RESULTS"/*.json || status=1
+exit $status

@@ -1,0 +1,147 @@
+// End-to-end tests of the `spgnn` command: the main flows work, and bad flags or files give a
+// clear message and a non-zero exit, never a crash.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(SPGNN_CLI_PATH) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("spgnn-cli-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+TEST_F(Cli, GenerateInfoConvertRoundTrip) {
+  auto g = run("generate rmat --scale 10 --edge-factor 8 --seed 3 --symmetrize -o " + path("g.spg"));
+  ASSERT_EQ(g.code, 0) << g.out;
+  auto info = run("info " + path("g.spg") + " --format json");
+  ASSERT_EQ(info.code, 0) << info.out;
+  auto j = nlohmann::json::parse(info.out);
+  EXPECT_EQ(j["n_rows"], 1024);
+  EXPECT_TRUE(j["symmetric"].get<bool>());
+  EXPECT_GT(j["nnz"].get<int64_t>(), 1000);
+  EXPECT_GE(j["degree"]["max"].get<int64_t>(), j["degree"]["mean"].get<double>());
+
+  ASSERT_EQ(run("convert " + path("g.spg") + " " + path("g.mtx")).code, 0);
+  ASSERT_EQ(run("convert " + path("g.mtx") + " " + path("g2.spg")).code, 0);
+  auto info2 = run("info " + path("g2.spg") + " --format json");
+  ASSERT_EQ(info2.code, 0) << info2.out;
+  auto j2 = nlohmann::json::parse(info2.out);
+  EXPECT_EQ(j2["nnz"], j["nnz"]);
+  EXPECT_EQ(j2["degree"]["max"], j["degree"]["max"]);
+}
+
+TEST_F(Cli, InfoTableOnGeneratorSpec) {
+  auto r = run("info rmat:8:4:2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("degree Gini"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("256 x 256"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, BenchCpuChecksAndReports) {
+  auto r = run("bench spmm --graph rmat:9:8:1 --dim 8,33 --strategy all --device cpu --reps 2 "
+               "--warmup 1 --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_GE(j.size(), 4u);
+  bool saw_auto = false;
+  for (const auto& row : j) {
+    EXPECT_FALSE(row["failed"].get<bool>()) << row.dump();
+    EXPECT_LT(row["rel_err"].get<double>(), 1e-5) << row.dump();
+    EXPECT_GT(row["median_ms"].get<double>(), 0.0);
+    saw_auto = saw_auto || row["auto"].get<bool>();
+  }
+  EXPECT_TRUE(saw_auto);
+  auto s = run("bench sddmm --graph er:500:6:1 --dim 5 --device cpu --reps 2 --format csv");
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("cpu_edge"), std::string::npos) << s.out;
+}
+
+TEST_F(Cli, GeneratePlantedDatasetDirectory) {
+  auto r = run("generate planted --n 300 --classes 3 -o " + path("ds"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(path("ds/edge_index.npy")));
+  EXPECT_TRUE(fs::exists(path("ds/x.npy")));
+  auto info = run("info " + path("ds") + " --format json");
+  ASSERT_EQ(info.code, 0) << info.out;
+  EXPECT_EQ(nlohmann::json::parse(info.out)["n_rows"], 300);
+}
+
+TEST_F(Cli, BadFlagsAreClearErrors) {
+  struct Case {
+    std::string args, expect;
+  };
+  const Case cases[] = {
+      {"generate rmat --scale 0 -o " + path("x.spg"), "scale"},
+      {"generate rmat --scale 99 -o " + path("x.spg"), "scale"},
+      {"generate bogus -o " + path("x.spg"), "kind"},
+      {"bench spmm --graph rmat:6 --dim 0 --device cpu", "dim"},
+      {"bench spmm --graph rmat:6 --reps 0 --device cpu", "reps"},
+      {"bench spmm --graph rmat:6 --strategy nosuch --device cpu", "nosuch"},
+      {"bench spmm --graph rmat:6 --strategy cpu_mergepath:row_cost=3 --device cpu", "row_cost"},
+      {"bench spmm --graph rmat:6 --strategy cpu_mergepath:bogus=1 --device cpu", "bogus"},
+      {"bench spmm --graph rmat:6 --op u_pow_e --device cpu", "u_pow_e"},
+      {"bench spmm --graph rmat:6 --device tpu", "tpu"},
+      {"info rmat:abc", "SCALE"},
+      {"info er:10", "er:N:AVG_DEGREE"},
+      {"info " + path("missing.mtx"), "missing.mtx"},
+      {"info --index-width 16 rmat:5", "index-width"},
+  };
+  for (const auto& c : cases) {
+    auto r = run(c.args);
+    EXPECT_NE(r.code, 0) << c.args << "\n" << r.out;
+    EXPECT_LT(r.code, 128) << "crashed: " << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos)
+        << "message should mention '" << c.expect << "': " << c.args << "\n" << r.out;
+  }
+}
+
+TEST_F(Cli, MalformedFileNamesFileAndLine) {
+  {
+    std::ofstream f(path("bad.mtx"));
+    f << "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n4 1 2.0\n";
+  }
+  auto r = run("info " + path("bad.mtx"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_LT(r.code, 128) << r.out;
+  EXPECT_NE(r.out.find("bad.mtx"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(":4"), std::string::npos) << "line number expected: " << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,424 @@
+// spgnn bench spmm|sddmm: every requested strategy on every graph and width, each result
+// checked against the float64 reference first, then timed (median of CUDA-event or steady-clock
+// timings after warm-up). On the GPU, cuSPARSE (best of its algorithms) runs in the same process
+// as the baseline of the speedup column.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/timing.hpp"
+#include "spgnn/commands.hpp"
+#include "spgnn/common.hpp"
+#include "spgnn/ops.hpp"
+
+namespace spgnn::cli {
+
+namespace {
+
+struct BenchOpts {
+  std::string kernel;  // spmm | sddmm
+  std::vector<std::string> graphs{"builtin"};
+  std::vector<std::string> names;
+  std::vector<int64_t> dims{32};
+  std::string op, reduce = "sum", lhs_target = "v", rhs_target = "u";
+  std::vector<std::string> strategies{"auto"};
+  std::vector<std::string> params;
+  std::string device = "auto";
+  int warmup = 5, reps = 20;
+  std::string format = "table";
+  bool no_check = false;
+  uint64_t seed = 1;
+  int64_t check_rows = 4096;
+  bool wide_e = false;
+  LoadFlags flags;
+};
+
+// Uniform values in [-1, 1) from a counter-based hash: fast, parallel and seed-deterministic.
+Tensor random_features(std::vector<int64_t> shape, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t = Tensor::empty(std::move(shape), DType::f32);
+  float* p = t.data<float>();
+  const int64_t n = t.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ULL + uint64_t(i) + 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    p[i] = lo + (hi - lo) * float(double(z >> 11) * (1.0 / 9007199254740992.0));
+  }
+  return t;
+}
+
+// The rows `rows` of g (with all their edges) as a graph of k rows, plus the edge ids they came
+// from: the reference is computed on this sample instead of on the whole graph.
+struct RowSample {
+  Graph graph;
+  std::vector<int64_t> rows, edges;
+};
+
+template <class I>
+RowSample sample_rows_t(const Graph& g, const std::vector<int64_t>& rows) {
+  RowSample s;
+  s.rows = rows;
+  const I* rp = g.rowptr.data<I>();
+  const I* col = g.col.data<I>();
+  std::vector<int64_t> r, c;
+  for (size_t k = 0; k < rows.size(); ++k)
+    for (I e = rp[rows[k]]; e < rp[rows[k] + 1]; ++e) {
+      r.push_back(int64_t(k));
+      c.push_back(col[e]);
+      s.edges.push_back(e);
+    }
+  BuildOptions keep;
+  keep.duplicates = DuplicatePolicy::keep;
+  keep.index_width = IndexWidth::i64;
+  s.graph = graph_from_edges(int64_t(rows.size()), g.n_cols, r, c, {}, keep);
+  return s;
+}
+
+RowSample sample_rows(const Graph& g, int64_t max_rows, uint64_t seed) {
+  std::vector<int64_t> rows;
+  if (g.n_rows <= max_rows) {
+    for (int64_t i = 0; i < g.n_rows; ++i) rows.push_back(i);
+  } else {
+    // The largest row always (it is where split-row atomics happen), the rest at random.
+    const Tensor deg_src = g.rowptr.astype(DType::i64);
+    const int64_t* rp = deg_src.data<int64_t>();
+    int64_t big = 0;
+    for (int64_t i = 0; i < g.n_rows; ++i)
+      if (rp[i + 1] - rp[i] > rp[big + 1] - rp[big]) big = i;
+    rows.push_back(big);
+    std::mt19937_64 rng(seed);
+    while (int64_t(rows.size()) < max_rows) rows.push_back(int64_t(rng() % uint64_t(g.n_rows)));
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  }
+  return g.index_dtype() == DType::i32 ? sample_rows_t<int32_t>(g, rows)
+                                       : sample_rows_t<int64_t>(g, rows);
+}
+
+Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& idx) {
+  const int64_t w = t.ndim() == 1 ? 1 : t.dim(1);
+  Tensor out = Tensor::empty(t.ndim() == 1 ? std::vector<int64_t>{int64_t(idx.size())}
+                                           : std::vector<int64_t>{int64_t(idx.size()), w},
+                             DType::f32);
+  const float* src = t.data<float>();
+  float* dst = out.data<float>();
+  for (size_t k = 0; k < idx.size(); ++k)
+    std::copy_n(src + idx[k] * w, w, dst + int64_t(k) * w);
+  return out;
+}
+
+double rel_err(const Tensor& got, const Tensor& ref) {
+  const float* a = got.data<float>();
+  const float* b = ref.data<float>();
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+struct Row {
+  std::string graph, strategy, note;
+  int64_t n = 0, nnz = 0, F = 0;
+  double ms = 0, ms_min = 0, gflops = 0, gbs = 0, speedup = NAN, err = NAN;
+  bool is_auto = false, fastest = false, failed = false, baseline = false;
+};
+
+// Expands the requested strategies for a problem: auto -> the resolved schedule, all -> every
+// registered strategy for the device, cusparse without alg -> each algorithm (best reported).
+std::vector<std::vector<Schedule>> expand(const BenchOpts& o, OpKind kind, Device dev,
+                                          const Schedule& auto_s) {
+  std::vector<std::string> names;
+  for (const auto& s : o.strategies) {
+    if (s == "all") {
+      for (const auto& info : list_strategies(kind))
+        if (info.device == dev.type && info.name != "cpu_ref") names.push_back(info.name);
+    } else {
+      names.push_back(s);
+    }
+  }
+  if (dev.is_cuda() && std::find(names.begin(), names.end(), "cusparse") == names.end())
+    names.push_back("cusparse");  // the baseline always runs on the GPU
+  if (!dev.is_cuda() && std::find(names.begin(), names.end(), "cpu_ref") == names.end())
+    names.push_back("cpu_ref");   // and the float64 reference on the CPU
+  std::vector<std::vector<Schedule>> groups;
+  for (const auto& text : names) {
+    if (text == "auto") {
+      groups.push_back({auto_s});
+      continue;
+    }
+    Schedule s = parse_schedule(text);
+    const StrategyInfo& info = find_strategy(kind, s.strategy);
+    for (const auto& kv : o.params) {
+      Schedule extra = parse_schedule("x:" + kv);
+      for (const auto& [k, v] : extra.params)
+        for (const auto& p : info.params)
+          if (p.name == k) s.params[k] = v;
+    }
+    check_schedule(kind, s);
+    if (s.strategy == "cusparse" && s.params.empty()) {
+      std::vector<Schedule> algs;
+      for (const auto& p : info.params)
+        if (p.name == "alg")
+          for (int64_t a : p.values) algs.push_back(Schedule{"cusparse", {{"alg", a}}});
+      groups.push_back(algs);
+    } else {
+      groups.push_back({s});
+    }
+  }
+  return groups;
+}
+
+void run_bench(const BenchOpts& o) {
+  const OpKind kind = o.kernel == "spmm" ? OpKind::spmm : OpKind::sddmm;
+  const Device dev = o.device == "auto" ? (cuda_available() ? Device::cuda() : Device::cpu())
+                                        : parse_device(o.device);
+  SPGNN_CHECK(!dev.is_cuda() || cuda_available(), InvalidArgument,
+              "--device ", o.device, ": no CUDA device is available (this build has CUDA: ",
+              SPGNN_WITH_CUDA ? "yes" : "no", ")");
+  SPGNN_CHECK(o.names.empty() || o.names.size() == o.graphs.size(), InvalidArgument,
+              "--name: give one name per --graph (", o.graphs.size(), " graphs, ", o.names.size(),
+              " names)");
+  for (const auto& kv : o.params) parse_schedule("x:" + kv);  // syntax check before any work
+  const SpmmOp sop = kind == OpKind::spmm ? parse_spmm_op(o.op.empty() ? "u_mul_e" : o.op)
+                                          : SpmmOp::copy_u;
+  const Reduce red = parse_reduce(o.reduce);
+  const SddmmOp dop = kind == OpKind::sddmm ? parse_sddmm_op(o.op.empty() ? "dot" : o.op)
+                                            : SddmmOp::dot;
+  const Target lt = parse_target(o.lhs_target), rt = parse_target(o.rhs_target);
+
+  std::vector<Row> rows;
+  bool any_failed = false;
+  for (size_t gi = 0; gi < o.graphs.size(); ++gi) {
+    const std::string gname = o.names.empty() ? o.graphs[gi] : o.names[gi];
+    Graph host = load_with_flags(o.graphs[gi], o.flags);
+    const bool need_e = kind == OpKind::spmm && sop != SpmmOp::copy_u;
+    if (need_e && !host.has_values()) host.val = random_features({host.nnz()}, o.seed + 7, 0.5f, 1.5f);
+    Graph g = dev.is_cuda() ? host.to(dev) : host;
+    const RowSample sample = o.no_check ? RowSample{} : sample_rows(host, o.check_rows, o.seed);
+    for (int64_t F : o.dims) {
+      // Inputs: features of every vertex (and edge, where an operand targets edges).
+      Tensor u_h, e_h, lhs_h, rhs_h;
+      auto rows_of = [&](Target t) {
+        return t == Target::u ? host.n_cols : t == Target::v ? host.n_rows : host.nnz();
+      };
+      if (kind == OpKind::spmm) {
+        if (sop != SpmmOp::copy_e) u_h = random_features({host.n_cols, F}, o.seed + 1);
+        if (sop != SpmmOp::copy_u)
+          e_h = (o.wide_e || sop == SpmmOp::copy_e)
+                    ? random_features({host.nnz(), F}, o.seed + 2, 0.5f, 1.5f)
+                    : host.val.reshape({host.nnz(), 1});
+      } else {
+        lhs_h = random_features({rows_of(lt), F}, o.seed + 3);
+        rhs_h = random_features({rows_of(rt), F}, o.seed + 4);
+      }
+      auto dev_copy = [&](const Tensor& t) { return !t.defined() || !dev.is_cuda() ? t : t.to(dev); };
+      const Tensor u = dev_copy(u_h), e = dev_copy(e_h), lhs = dev_copy(lhs_h), rhs = dev_copy(rhs_h);
+
+      // Reference on the sampled rows, in float64 (cpu_ref).
+      Tensor ref;
+      if (!o.no_check) {
+        OpOptions ro;
+        ro.schedule.strategy = "cpu_ref";
+        if (kind == OpKind::spmm) {
+          const Tensor es = e_h.defined() ? gather_rows(e_h, sample.edges) : Tensor();
+          gspmm(sample.graph, sop, red, u_h, es, ref, ro);
+        } else {
+          auto side = [&](const Tensor& t, Target tg) {
+            return tg == Target::u ? t : gather_rows(t, tg == Target::v ? sample.rows : sample.edges);
+          };
+          gsddmm(sample.graph, dop, side(lhs_h, lt), side(rhs_h, rt), ref, lt, rt, ro);
+        }
+      }
+      const int64_t w = kind == OpKind::spmm ? F : (dop == SddmmOp::dot ? 1 : F);
+      const double flops = kind == OpKind::spmm ? spmm_flops(host, sop, F) : sddmm_flops(host, dop, F);
+      const double bytes = kind == OpKind::spmm
+                               ? spmm_bytes(host, sop, F, e_h.defined() && e_h.dim(1) == F)
+                               : sddmm_bytes(host, dop, F, lt, rt);
+      const Schedule auto_s = kind == OpKind::spmm
+                                  ? resolve_spmm_schedule(g, sop, red, F, Schedule{})
+                                  : resolve_sddmm_schedule(g, dop, F, Schedule{});
+
+      std::vector<Row> case_rows;
+      for (const auto& group : expand(o, kind, dev, auto_s)) {
+        Row best;
+        bool have = false;
+        for (const Schedule& s : group) {
+          OpOptions opt;
+          opt.schedule = s;
+          Tensor out = Tensor::empty({kind == OpKind::spmm ? host.n_rows : host.nnz(), w},
+                                     DType::f32, dev);
+          auto call = [&] {
+            if (kind == OpKind::spmm) gspmm(g, sop, red, u, e, out, opt);
+            else gsddmm(g, dop, lhs, rhs, out, lt, rt, opt);
+          };
+          Row r;
+          r.graph = gname;
+          r.n = host.n_rows;
+          r.nnz = host.nnz();
+          r.F = F;
+          r.strategy = s.str();
+          r.is_auto = s.strategy == auto_s.strategy &&
+                      (s.params == auto_s.params || (group.size() > 1 && auto_s.params.empty()));
+          try {
+            out.fill_(NAN);
+            call();
+            detail::synchronize(dev);
+            if (!o.no_check) {
+              const Tensor got_all = out.to(Device::cpu());
+              const Tensor got = gather_rows(
+                  got_all, kind == OpKind::spmm ? sample.rows : sample.edges);
+              r.err = rel_err(got, ref);
+              r.failed = !(r.err < 1e-4);
+            }
+            const auto t = detail::time_runs(call, dev, o.warmup, o.reps);
+            r.ms = t.median;
+            r.ms_min = t.min;
+            r.gflops = flops / (r.ms * 1e6);
+            r.gbs = bytes / (r.ms * 1e6);
+          } catch (const Unsupported& ex) {
+            r.note = std::string("unsupported: ") + ex.what();
+            r.ms = NAN;
+          }
+          if (r.failed) r.note = "WRONG RESULT (rel err " + fixed(r.err, 8) + ")";
+          if (!have || (std::isfinite(r.ms) && (!std::isfinite(best.ms) || r.ms < best.ms))) {
+            best = r;
+            have = true;
+          }
+        }
+        if (group.size() > 1) best.strategy = best.strategy + " [best of " + std::to_string(group.size()) + "]";
+        best.baseline = group.front().strategy == (dev.is_cuda() ? "cusparse" : "cpu_ref");
+        case_rows.push_back(best);
+      }
+      double base_ms = NAN, fastest_ms = INFINITY;
+      for (const auto& r : case_rows) {
+        if (r.baseline) base_ms = r.ms;
+        if (std::isfinite(r.ms) && !r.failed) fastest_ms = std::min(fastest_ms, r.ms);
+      }
+      for (auto& r : case_rows) {
+        r.speedup = base_ms / r.ms;
+        r.fastest = r.ms == fastest_ms;
+        any_failed = any_failed || r.failed;
+        rows.push_back(r);
+      }
+    }
+  }
+
+  const std::string op_label = kind == OpKind::spmm
+                                   ? std::string(name(sop)) + "/" + name(red)
+                                   : std::string(name(dop)) + "(" + name(lt) + "," + name(rt) + ")";
+  const std::string base_name = dev.is_cuda() ? "cusparse" : "cpu_ref";
+  if (o.format == "json") {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : rows)
+      j.push_back({{"kernel", o.kernel}, {"op", op_label}, {"device", dev.str()},
+                   {"graph", r.graph}, {"n", r.n}, {"nnz", r.nnz}, {"F", r.F},
+                   {"strategy", r.strategy}, {"median_ms", std::isfinite(r.ms) ? nlohmann::json(r.ms) : nlohmann::json()},
+                   {"min_ms", r.ms_min}, {"gflops", r.gflops}, {"gbs", r.gbs},
+                   {"speedup_vs_" + base_name, std::isfinite(r.speedup) ? nlohmann::json(r.speedup) : nlohmann::json()},
+                   {"rel_err", std::isfinite(r.err) ? nlohmann::json(r.err) : nlohmann::json()},
+                   {"auto", r.is_auto}, {"fastest", r.fastest}, {"failed", r.failed},
+                   {"note", r.note}});
+    std::cout << j.dump(2) << "\n";
+  } else {
+    Table t({"graph", "F", "strategy", "ms", "GFLOP/s", "GB/s", "vs " + base_name, "rel err", ""});
+    for (const auto& r : rows) {
+      std::string mark = r.failed ? r.note : (r.fastest ? "fastest" : "");
+      if (r.is_auto) mark += mark.empty() ? "auto" : ", auto";
+      if (!std::isfinite(r.ms) && !r.failed) mark = r.note;
+      t.add({r.graph, std::to_string(r.F), r.strategy,
+             std::isfinite(r.ms) ? fixed(r.ms, 4) : "-", std::isfinite(r.ms) ? fixed(r.gflops, 1) : "-",
+             std::isfinite(r.ms) ? fixed(r.gbs, 1) : "-",
+             std::isfinite(r.speedup) ? fixed(r.speedup, 2) + "x" : "-",
+             std::isfinite(r.err) ? fixed(r.err, 9) : "-", mark});
+    }
+    if (o.format == "csv") {
+      std::cout << t.csv();
+    } else {
+      std::cout << o.kernel << " " << op_label << " on " << dev.str() << "; median of " << o.reps
+                << " runs after " << o.warmup << " warm-up; results checked against cpu_ref (float64)"
+                << (o.no_check ? " [check skipped]" : "") << "\n"
+                << t.str();
+    }
+  }
+  SPGNN_CHECK(!any_failed, Error, "bench: at least one strategy produced a wrong result (see above)");
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOpts>();
+  auto* cmd = app.add_subcommand("bench", "Check and time sparse kernels side by side (cuSPARSE "
+                                          "baseline on the GPU)");
+  cmd->add_option("kernel", o->kernel, "spmm or sddmm")->required()->check(CLI::IsMember({"spmm", "sddmm"}));
+  cmd->add_option("-g,--graph", o->graphs,
+                  "Graph file, dataset directory or generator spec (repeatable; default builtin)")
+      ->capture_default_str();
+  cmd->add_option("--name", o->names, "Display name per --graph (repeatable)");
+  cmd->add_option("-d,--dim", o->dims, "Feature widths F (repeatable or comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->capture_default_str();
+  cmd->add_option("--op", o->op, "spmm: copy_u, copy_e, u_mul_e (default), u_add_e, u_sub_e, u_div_e; "
+                                 "sddmm: dot (default), add, sub, mul, div, copy_lhs, copy_rhs");
+  cmd->add_option("--reduce", o->reduce, "spmm reduce: sum, mean, max, min")
+      ->check(CLI::IsMember({"sum", "mean", "max", "min"}))
+      ->capture_default_str();
+  cmd->add_option("--lhs-target", o->lhs_target, "sddmm lhs target: u, v or e")
+      ->check(CLI::IsMember({"u", "v", "e"}))
+      ->capture_default_str();
+  cmd->add_option("--rhs-target", o->rhs_target, "sddmm rhs target: u, v or e")
+      ->check(CLI::IsMember({"u", "v", "e"}))
+      ->capture_default_str();
+  cmd->add_option("-s,--strategy", o->strategies,
+                  "auto, all, or a strategy name, optionally with parameters: "
+                  "gnnone:cache_size=64,warps=8 (repeatable; see `spgnn strategies`)")
+      ->capture_default_str();
+  cmd->add_option("--param", o->params, "key=value applied to every named strategy that has it (repeatable)");
+  cmd->add_option("--device", o->device, "auto (GPU when present), cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "Warm-up runs")->check(CLI::Range(0, 10000))->capture_default_str();
+  cmd->add_option("--reps", o->reps, "Timed runs (median reported)")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--format", o->format, "table, json or csv")
+      ->check(CLI::IsMember({"table", "json", "csv"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-check", o->no_check, "Skip the reference check (not recommended)");
+  cmd->add_option("--check-rows", o->check_rows, "Rows sampled for the reference check")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_flag("--wide-e", o->wide_e, "spmm: edge operand of width F instead of 1");
+  cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+  add_load_flags(*cmd, o->flags);
+  cmd->callback([o] { run_bench(*o); });
+}
+
+void register_strategies(CLI::App& app) {
+  auto* cmd = app.add_subcommand("strategies", "List the strategies of this build and their parameters");
+  cmd->callback([] {
+    for (OpKind k : {OpKind::spmm, OpKind::sddmm}) {
+      std::cout << op_kind_name(k) << ":\n";
+      for (const auto& s : list_strategies(k)) {
+        std::cout << "  " << s.name << " [" << (s.device == DeviceType::cuda ? "cuda" : "cpu")
+                  << "]  " << s.description << "\n";
+        for (const auto& p : s.params) {
+          std::string vals;
+          for (int64_t v : p.values) vals += (vals.empty() ? "" : "|") + std::to_string(v);
+          std::cout << "      " << p.name << " = " << vals << " (default " << p.default_value
+                    << "): " << p.help << "\n";
+        }
+      }
+    }
+  });
+}
+
+}  // namespace spgnn::cli

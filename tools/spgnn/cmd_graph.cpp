@@ -1,0 +1,208 @@
+// spgnn generate / convert / info: graph files in and out, and what is in them.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "spgnn/commands.hpp"
+#include "spgnn/common.hpp"
+#include "spgnn/io.hpp"
+
+namespace spgnn::cli {
+
+namespace {
+
+const std::map<std::string, DuplicatePolicy> kDuplicates = {
+    {"keep", DuplicatePolicy::keep}, {"drop", DuplicatePolicy::drop}, {"sum", DuplicatePolicy::sum}};
+const std::map<std::string, SelfLoopPolicy> kSelfLoops = {
+    {"keep", SelfLoopPolicy::keep}, {"remove", SelfLoopPolicy::remove}, {"add", SelfLoopPolicy::add}};
+const std::map<std::string, IndexWidth> kWidths = {
+    {"auto", IndexWidth::automatic}, {"32", IndexWidth::i32}, {"64", IndexWidth::i64}};
+
+ReadOptions read_options(const LoadFlags& f) {
+  ReadOptions o;
+  o.build.symmetrize = f.symmetrize;
+  o.build.duplicates = kDuplicates.at(f.duplicates);
+  o.build.self_loops = kSelfLoops.at(f.self_loops);
+  o.build.index_width = kWidths.at(f.index_width);
+  o.allow_nonfinite = f.allow_nonfinite;
+  o.keep_values = !f.pattern;
+  return o;
+}
+
+}  // namespace
+
+void add_load_flags(CLI::App& cmd, LoadFlags& f) {
+  cmd.add_flag("--symmetrize", f.symmetrize, "Add the reverse of every edge");
+  cmd.add_option("--duplicates", f.duplicates, "Duplicate edges: keep, drop (first wins) or sum")
+      ->check(CLI::IsMember({"keep", "drop", "sum"}))
+      ->capture_default_str();
+  cmd.add_option("--self-loops", f.self_loops, "Self loops: keep, remove or add (one per vertex)")
+      ->check(CLI::IsMember({"keep", "remove", "add"}))
+      ->capture_default_str();
+  cmd.add_option("--index-width", f.index_width, "Index width: auto, 32 or 64")
+      ->check(CLI::IsMember({"auto", "32", "64"}))
+      ->capture_default_str();
+  cmd.add_flag("--allow-nonfinite", f.allow_nonfinite, "Accept NaN/Inf edge values");
+  cmd.add_flag("--pattern", f.pattern, "Drop edge values (keep the structure only)");
+}
+
+Graph load_with_flags(const std::string& spec, const LoadFlags& f) {
+  return load_graph(spec, read_options(f), true);
+}
+
+void register_generate(CLI::App& app) {
+  struct Opts {
+    std::string kind;
+    int scale = 16;
+    int64_t edge_factor = 16;
+    int64_t n = 10000;
+    double avg_degree = 10;
+    int64_t classes = 4;
+    int64_t feature_dim = 32;
+    uint64_t seed = 1;
+    std::string out;
+    LoadFlags flags;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("generate", "Generate a graph (R-MAT, Erdos-Renyi) or a labelled "
+                                             "planted-partition dataset");
+  cmd->add_option("kind", o->kind, "rmat, er or planted")
+      ->required()
+      ->check(CLI::IsMember({"rmat", "er", "planted"}));
+  cmd->add_option("--scale", o->scale, "R-MAT: n = 2^scale")->check(CLI::Range(1, 36))->capture_default_str();
+  cmd->add_option("--edge-factor", o->edge_factor, "R-MAT: edges per vertex")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))->capture_default_str();
+  cmd->add_option("--n", o->n, "er/planted: number of vertices")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->capture_default_str();
+  cmd->add_option("--avg-degree", o->avg_degree, "er/planted: average degree")
+      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  cmd->add_option("--classes", o->classes, "planted: number of classes")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 16))->capture_default_str();
+  cmd->add_option("--feature-dim", o->feature_dim, "planted: feature width")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  cmd->add_option("-o,--output", o->out,
+                  "Output graph file (.spg, .mtx, .txt, .npy; .spg recommended), or for planted a "
+                  "directory")
+      ->required();
+  add_load_flags(*cmd, o->flags);
+  cmd->callback([o] {
+    const ReadOptions ro = read_options(o->flags);
+    if (o->kind == "planted") {
+      PlantedPartitionParams p;
+      p.n = o->n;
+      p.num_classes = o->classes;
+      p.avg_degree = o->avg_degree;
+      p.feature_dim = o->feature_dim;
+      p.seed = o->seed;
+      Progress prog("generating planted partition n=" + std::to_string(p.n));
+      Dataset d = generate_planted_partition(p);
+      prog.done();
+      write_dataset_dir(d, o->out);
+      std::printf("wrote dataset %s: n=%lld nnz=%lld classes=%lld features=%lld\n", o->out.c_str(),
+                  (long long)d.graph.n(), (long long)d.graph.nnz(), (long long)d.num_classes,
+                  (long long)d.x.dim(1));
+      return;
+    }
+    Graph g;
+    if (o->kind == "rmat") {
+      RmatParams p;
+      p.scale = o->scale;
+      p.edge_factor = o->edge_factor;
+      p.seed = o->seed;
+      Progress prog("generating R-MAT scale " + std::to_string(p.scale));
+      g = generate_rmat(p, ro.build);
+      prog.done();
+    } else {
+      Progress prog("generating Erdos-Renyi n=" + std::to_string(o->n));
+      g = generate_erdos_renyi(o->n, o->avg_degree, o->seed, ro.build);
+      prog.done();
+    }
+    Progress wprog("writing " + o->out);
+    write_graph(g, o->out);
+    wprog.done();
+    std::printf("wrote %s: n=%lld nnz=%lld\n", o->out.c_str(), (long long)g.n(),
+                (long long)g.nnz());
+  });
+}
+
+void register_convert(CLI::App& app) {
+  struct Opts {
+    std::string in, out, to = "auto";
+    LoadFlags flags;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("convert", "Convert a graph between formats (.mtx, SNAP edge "
+                                            "list, edge_index .npy, dataset directory, .spg)");
+  cmd->add_option("input", o->in, "Input graph (file, dataset directory or generator spec)")->required();
+  cmd->add_option("output", o->out, "Output file")->required();
+  cmd->add_option("--to", o->to, "Output format: auto (by extension), spg, mtx, snap, npy")
+      ->check(CLI::IsMember({"auto", "spg", "mtx", "snap", "npy"}))
+      ->capture_default_str();
+  add_load_flags(*cmd, o->flags);
+  cmd->callback([o] {
+    Graph g = load_with_flags(o->in, o->flags);
+    Progress prog("writing " + o->out);
+    write_graph(g, o->out, parse_graph_format(o->to));
+    prog.done();
+    std::printf("wrote %s: n=%lld nnz=%lld\n", o->out.c_str(), (long long)g.n(),
+                (long long)g.nnz());
+  });
+}
+
+void register_info(CLI::App& app) {
+  struct Opts {
+    std::string graph = "builtin", format = "table";
+    LoadFlags flags;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("info", "Show a graph's size, degree statistics and structure");
+  cmd->add_option("graph", o->graph,
+                  "Graph file, dataset directory, or generator spec (rmat:SCALE[:EF[:SEED]], "
+                  "er:N:DEG[:SEED], planted:N[:C[:SEED]], builtin)")
+      ->capture_default_str();
+  cmd->add_option("--format", o->format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  add_load_flags(*cmd, o->flags);
+  cmd->callback([o] {
+    Graph g = load_with_flags(o->graph, o->flags);
+    const GraphStats s = graph_stats(g);
+    if (o->format == "json") {
+      nlohmann::json j = {{"graph", o->graph},
+                          {"n_rows", s.n_rows},
+                          {"n_cols", s.n_cols},
+                          {"nnz", s.nnz},
+                          {"degree", {{"min", s.deg_min}, {"max", s.deg_max}, {"mean", s.deg_mean},
+                                      {"stddev", s.deg_stddev}, {"gini", s.gini}}},
+                          {"empty_rows", s.empty_rows},
+                          {"self_loops", s.self_loops},
+                          {"duplicates", s.duplicates},
+                          {"symmetric", s.symmetric},
+                          {"has_values", s.has_values},
+                          {"index_dtype", s.index_dtype},
+                          {"bytes", s.bytes}};
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    Table t({"property", "value"});
+    t.add({"graph", describe_spec(o->graph)});
+    t.add({"vertices (rows x cols)", std::to_string(s.n_rows) + " x " + std::to_string(s.n_cols)});
+    t.add({"edges (nnz)", std::to_string(s.nnz)});
+    t.add({"degree min / max", std::to_string(s.deg_min) + " / " + std::to_string(s.deg_max)});
+    t.add({"degree mean / stddev", fixed(s.deg_mean, 2) + " / " + fixed(s.deg_stddev, 2)});
+    t.add({"degree Gini", fixed(s.gini, 3)});
+    t.add({"empty rows", std::to_string(s.empty_rows)});
+    t.add({"self loops", std::to_string(s.self_loops)});
+    t.add({"duplicate edges", std::to_string(s.duplicates)});
+    t.add({"symmetric", s.symmetric ? "yes" : "no"});
+    t.add({"edge values", s.has_values ? "yes" : "no"});
+    t.add({"index type", s.index_dtype});
+    t.add({"memory", human_bytes(double(s.bytes))});
+    std::cout << t.str();
+  });
+}
+
+}  // namespace spgnn::cli

@@ -1,0 +1,29 @@
+// Each subcommand registers its options and callback on the root app.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "spgnn/graph.hpp"
+
+namespace spgnn::cli {
+
+void register_generate(CLI::App& app);
+void register_convert(CLI::App& app);
+void register_info(CLI::App& app);
+void register_bench(CLI::App& app);
+void register_strategies(CLI::App& app);
+
+// Options shared by the commands that read a graph (canonicalisation on load).
+struct LoadFlags {
+  bool symmetrize = false;
+  std::string duplicates = "sum";
+  std::string self_loops = "keep";
+  std::string index_width = "auto";
+  bool allow_nonfinite = false;
+  bool pattern = false;
+};
+void add_load_flags(CLI::App& cmd, LoadFlags& f);
+// Reads a graph file/directory/spec with the canonicalisation the flags ask for, with progress.
+Graph load_with_flags(const std::string& spec, const LoadFlags& f);
+}  // namespace spgnn::cli

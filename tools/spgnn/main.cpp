@@ -1,0 +1,34 @@
+// spgnn: the command-line front end. Thin by design: parse flags, call the public API, print.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "spgnn/commands.hpp"
+#include "spgnn/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"spgnn: fast sparse kernels and full-batch training for graph neural networks"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "spgnn 0.1.0");
+  spgnn::cli::register_generate(app);
+  spgnn::cli::register_convert(app);
+  spgnn::cli::register_info(app);
+  spgnn::cli::register_bench(app);
+  spgnn::cli::register_strategies(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const spgnn::Error& e) {
+    std::fprintf(stderr, "spgnn: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "spgnn: error: out of memory\n");
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spgnn: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
