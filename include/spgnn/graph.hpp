@@ -42,7 +42,8 @@ enum class SelfLoopPolicy : uint8_t { keep, remove, add };
 
 struct BuildOptions {
   DuplicatePolicy duplicates = DuplicatePolicy::sum;  // drop keeps the first value
-  SelfLoopPolicy self_loops = SelfLoopPolicy::keep;   // add: one loop per vertex (value 1)
+  SelfLoopPolicy self_loops = SelfLoopPolicy::keep;   // add: exactly one loop per vertex (an
+                                                      // existing loop keeps its value, new ones get 1)
   bool symmetrize = false;  // add (c, r) for every (r, c); needs a square graph
   IndexWidth index_width = IndexWidth::automatic;
 };
@@ -92,7 +93,8 @@ struct RmatParams {
   bool permute = true;      // randomly relabel vertices so hubs are not all at low ids
 };
 Graph generate_rmat(const RmatParams& p, const BuildOptions& options = {});
-// Uniform random directed graph with ~avg_degree * n edges (G(n, m) style).
+// Uniform random directed graph: n * avg_degree (row, col) pairs drawn with replacement (self
+// loops possible; duplicates merge under the build policy, so nnz ends slightly below).
 Graph generate_erdos_renyi(int64_t n, double avg_degree, uint64_t seed,
                            const BuildOptions& options = {});
 
