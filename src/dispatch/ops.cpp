@@ -17,8 +17,16 @@ void check_graph(const Graph& g, const char* op) {
               ": graph has no arrays (build it with graph_from_edges or read_graph)");
   SPGNN_CHECK(g.index_dtype() == DType::i32 || g.index_dtype() == DType::i64, InvalidArgument, op,
               ": graph index dtype must be int32 or int64, got ", dtype_name(g.index_dtype()));
+  SPGNN_CHECK(g.col.dtype() == g.row.dtype() && g.rowptr.dtype() == g.row.dtype(),
+              InvalidArgument, op, ": graph row/col/rowptr must share one index dtype (row ",
+              dtype_name(g.row.dtype()), ", col ", dtype_name(g.col.dtype()), ", rowptr ",
+              dtype_name(g.rowptr.dtype()), ")");
+  SPGNN_CHECK(g.col.numel() == g.row.numel(), InvalidArgument, op, ": graph has ",
+              g.row.numel(), " row indices but ", g.col.numel(), " col indices");
   SPGNN_CHECK(g.rowptr.numel() == g.n_rows + 1, InvalidArgument, op, ": graph rowptr has ",
               g.rowptr.numel(), " entries, expected n_rows + 1 = ", g.n_rows + 1);
+  SPGNN_CHECK(g.col.device() == g.row.device() && g.rowptr.device() == g.row.device(),
+              InvalidArgument, op, ": graph arrays are on different devices");
 }
 
 void check_operand(const Tensor& t, const char* arg, const char* op, const Graph& g,
@@ -51,7 +59,6 @@ void prepare_output(Tensor& out, const char* arg, const char* op, std::vector<in
 int64_t e_width_of(const Tensor& e) { return e.ndim() == 1 ? 1 : e.dim(1); }
 
 void run_spmm(SpmmProblem& p, const OpOptions& options) {
-  check_schedule(OpKind::spmm, options.schedule);
   const Schedule s = options.schedule.strategy == "auto" ? detail::auto_spmm_schedule(p)
                                                          : options.schedule;
   const auto& entry = detail::spmm_entry(s.strategy);
@@ -66,6 +73,7 @@ void gspmm_impl(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const
                 Tensor& out, Tensor* arg_u, Tensor* arg_e, const OpOptions& options) {
   constexpr const char* kOp = "gspmm";
   check_graph(g, kOp);
+  check_schedule(OpKind::spmm, options.schedule);
   SpmmProblem p;
   p.g = &g;
   p.op = op;
@@ -122,6 +130,7 @@ void gsddmm(const Graph& g, SddmmOp op, const Tensor& lhs, const Tensor& rhs, Te
             Target lhs_target, Target rhs_target, const OpOptions& options) {
   constexpr const char* kOp = "gsddmm";
   check_graph(g, kOp);
+  check_schedule(OpKind::sddmm, options.schedule);
   auto rows_of = [&](Target t) {
     return t == Target::u ? g.n_cols : t == Target::v ? g.n_rows : g.nnz();
   };
@@ -149,7 +158,6 @@ void gsddmm(const Graph& g, SddmmOp op, const Tensor& lhs, const Tensor& rhs, Te
   }
   prepare_output(out, "out", kOp, {g.nnz(), p.out_width()}, DType::f32, g.device());
   p.out = &out;
-  check_schedule(OpKind::sddmm, options.schedule);
   const Schedule s = options.schedule.strategy == "auto" ? detail::auto_sddmm_schedule(p)
                                                          : options.schedule;
   const auto& entry = detail::sddmm_entry(s.strategy);
