@@ -4,12 +4,24 @@
 // rowptr/col; nothing is stored twice.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "spgnn/tensor.hpp"
 
 namespace spgnn {
+
+// Derived data that strategies compute once per graph structure (merge-path partitions, row
+// orders, transposes, ...) and reuse on later calls. Keyed by a strategy-chosen string; items must
+// depend only on row/col/rowptr (never on values), since copies of a Graph that change `val`
+// share the cache. Graph::to() starts a fresh cache (items are device-specific).
+struct GraphCache {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<void>> items;
+};
 
 // Index width of a graph's arrays. `automatic` picks int64 only when n or nnz needs it.
 enum class IndexWidth : uint8_t { automatic, i32, i64 };
@@ -21,6 +33,7 @@ struct Graph {
   Tensor col;          // [nnz] index dtype, sorted ascending within each row
   Tensor rowptr;       // [n_rows + 1] index dtype
   Tensor val;          // [nnz] f32 edge values; undefined when the graph has none
+  std::shared_ptr<GraphCache> cache = std::make_shared<GraphCache>();
 
   int64_t n() const { return n_rows; }
   int64_t nnz() const { return row.defined() ? row.numel() : 0; }

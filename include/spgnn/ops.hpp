@@ -51,6 +51,54 @@ void gsddmm(const Graph& g, SddmmOp op, const Tensor& lhs, const Tensor& rhs, Te
             Target lhs_target = Target::u, Target rhs_target = Target::v,
             const OpOptions& options = {});
 
+// ---- attention (GAT) ----------------------------------------------------------------------------
+// Softmax over each destination row's incoming edges, per head: scores [nnz, H] -> out [nnz, H]
+// (max-subtracted; rows without edges produce nothing).
+void edge_softmax(const Graph& g, const Tensor& scores, Tensor& out, const OpOptions& options = {});
+// grad_scores = out * (grad_out - sum_row(grad_out * out)), per head.
+void edge_softmax_backward(const Graph& g, const Tensor& out, const Tensor& grad_out,
+                           Tensor& grad_scores, const OpOptions& options = {});
+
+struct GatParams {
+  int64_t heads = 1;
+  float negative_slope = 0.2f;   // LeakyReLU of the logits
+  float attn_dropout = 0.f;      // dropout on the softmax weights (training), 0 = off
+  uint64_t dropout_seed = 0;     // the mask is a hash of (seed, edge, head): same in backward
+};
+// GAT aggregation, TLPGNN-style fusion when the strategy is gat_fused. For destination v, head h:
+//   s_e = leaky_relu(el[u, h] + er[v, h]);  a_e = softmax over v's edges of s_e (dropped out);
+//   out[v, h*F:(h+1)*F] = sum_e a_e * feat[u, h*F:(h+1)*F]
+// feat [n_cols, H*F], el [n_cols, H], er [n_rows, H]; out [n_rows, H*F]; attn [nnz, H] receives
+// the softmax weights before dropout (for backward; pass undefined to let it be allocated).
+void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
+                   const GatParams& params, Tensor& out, Tensor& attn,
+                   const OpOptions& options = {});
+void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el,
+                            const Tensor& er, const Tensor& attn, const Tensor& grad_out,
+                            const GatParams& params, Tensor& grad_feat, Tensor& grad_el,
+                            Tensor& grad_er, const OpOptions& options = {});
+
+// ---- MaxK (MaxK-GNN) -------------------------------------------------------------------------------
+// CBSR: the k largest values of each row of an n x F matrix, compactly.
+struct Cbsr {
+  Tensor data;   // [n, k] f32, in ascending column order within a row
+  Tensor index;  // [n, k] u8 when F <= 256, else u16: the column of each kept value
+  int64_t F = 0;
+  int64_t k = 0;
+};
+// Keeps exactly k values per row (ties broken by lower column index); k in [1, F].
+Cbsr maxk(const Tensor& x, int64_t k, const OpOptions& options = {});
+// Gradient w.r.t. x: d_data scattered to the kept positions, zeros elsewhere ([n, F]).
+Tensor maxk_backward(const Cbsr& kept, const Tensor& d_data, const OpOptions& options = {});
+// out = A * X with X in CBSR ([n_cols x F] logically); dense out [n_rows, F]. Edge weights from
+// `e` ([nnz] or [nnz, 1]); undefined e uses the graph's values, or 1 when it has none.
+void cbsr_spgemm(const Graph& g, const Cbsr& x, const Tensor& e, Tensor& out,
+                 const OpOptions& options = {});
+// d_data = (A^T * d_out) sampled at x.index: d_data[u, j] = sum over edges (v, u) of
+// w_e * d_out[v, x.index[u, j]]; d_data [n_cols, k]. Reads A in its stored (row) order.
+void cbsr_sspmm(const Graph& g, const Tensor& e, const Tensor& d_out, const Cbsr& x,
+                Tensor& d_data, const OpOptions& options = {});
+
 // Floating-point work and minimum bytes moved, as reported by benchmarks.
 double spmm_flops(const Graph& g, SpmmOp op, int64_t F);
 double sddmm_flops(const Graph& g, SddmmOp op, int64_t F);

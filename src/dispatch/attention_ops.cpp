@@ -1,0 +1,412 @@
+// The front door of the attention ops (edge_softmax and GAT aggregation): checks every argument,
+// allocates outputs, picks the strategy and hands a trusted problem to one kernel.
+//
+// Strategies (OpOptions::schedule.strategy):
+//   edge_softmax[_backward]: auto (cuda on GPU data, cpu on CPU data), cuda, cpu (OpenMP),
+//     cpu_ref (float64 oracle).
+//   gat_aggregate[_backward]: auto (gat_fused on GPU data, cpu on CPU data), gat_fused (GPU;
+//     parameters warps = warps per block, heavy_deg = rows with more edges are split over several
+//     warps (forward), bwd_atomic = 1 to scatter source gradients with atomics instead of
+//     gathering them over the cached transpose), unfused (forward only: spgnn's own
+//     gsddmm -> LeakyReLU -> edge_softmax -> [dropout] -> gspmm, on either device), cpu, cpu_ref.
+// These ops are not in the spmm/sddmm registry (their problems differ); the names above are the
+// whole list, and an unknown name or parameter is an InvalidArgument that lists them.
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/attention_problem.hpp"
+#include "kernels/cpu/attention_cpu.hpp"
+#include "spgnn/ops.hpp"
+#if SPGNN_WITH_CUDA
+#include "kernels/cuda/attention_kernels.hpp"
+#endif
+
+namespace spgnn {
+
+namespace {
+
+using detail::GatProblem;
+using detail::SoftmaxBwdProblem;
+using detail::SoftmaxProblem;
+
+void check_graph(const Graph& g, const char* op) {
+  SPGNN_CHECK(g.row.defined() && g.col.defined() && g.rowptr.defined(), InvalidArgument, op,
+              ": graph has no arrays (build it with graph_from_edges or read_graph)");
+  SPGNN_CHECK(g.index_dtype() == DType::i32 || g.index_dtype() == DType::i64, InvalidArgument, op,
+              ": graph index dtype must be int32 or int64, got ", dtype_name(g.index_dtype()));
+  SPGNN_CHECK(g.rowptr.numel() == g.n_rows + 1, InvalidArgument, op, ": graph rowptr has ",
+              g.rowptr.numel(), " entries, expected n_rows + 1 = ", g.n_rows + 1);
+}
+
+std::string shape_of(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+// A float32 input on the graph's device with exactly `shape`; `expect` names the dimensions.
+void check_input(const Tensor& t, const char* arg, const char* op, const Graph& g,
+                 const std::vector<int64_t>& shape, const char* expect) {
+  SPGNN_CHECK(t.defined(), InvalidArgument, op, ": argument '", arg, "' is required (", expect,
+              ")");
+  SPGNN_CHECK(t.dtype() == DType::f32, InvalidArgument, op, ": '", arg, "' must be float32, got ",
+              dtype_name(t.dtype()));
+  SPGNN_CHECK(t.device() == g.device(), InvalidArgument, op, ": '", arg, "' is on ",
+              t.device().str(), " but the graph is on ", g.device().str());
+  SPGNN_CHECK(t.shape() == shape, InvalidArgument, op, ": '", arg, "' must have shape ", expect,
+              " = ", shape_of(shape), ", got ", t.shape_str());
+}
+
+void prepare_output(Tensor& out, const char* arg, const char* op, const std::vector<int64_t>& shape,
+                    Device device) {
+  if (!out.defined()) {
+    out = Tensor::empty(shape, DType::f32, device);
+    return;
+  }
+  SPGNN_CHECK(out.dtype() == DType::f32, InvalidArgument, op, ": output '", arg,
+              "' must be float32, got ", dtype_name(out.dtype()));
+  SPGNN_CHECK(out.device() == device, InvalidArgument, op, ": output '", arg, "' is on ",
+              out.device().str(), ", expected ", device.str());
+  SPGNN_CHECK(out.shape() == shape, InvalidArgument, op, ": output '", arg, "' has shape ",
+              out.shape_str(), ", expected ", shape_of(shape));
+}
+
+// ---- strategies ---------------------------------------------------------------------------------
+
+struct Resolved {
+  std::string name;
+  int warps = 4;
+  bool bwd_atomic = false;
+  int64_t heavy_deg = 1024;
+};
+
+const std::map<std::string, std::pair<std::vector<int64_t>, int64_t>>& gat_fused_params() {
+  static const std::map<std::string, std::pair<std::vector<int64_t>, int64_t>> p = {
+      {"warps", {{1, 2, 4, 8, 16}, 4}},
+      {"bwd_atomic", {{0, 1}, 0}},
+      {"heavy_deg", {{64, 128, 256, 512, 1024, 2048, 4096}, 1024}}};
+  return p;
+}
+
+Resolved resolve(const Schedule& s, const Graph& g, const char* op, bool gat, bool backward) {
+  const bool cuda = g.device().is_cuda();
+  const std::set<std::string> names = gat ? std::set<std::string>{"gat_fused", "unfused", "cpu",
+                                                                   "cpu_ref"}
+                                          : std::set<std::string>{"cuda", "cpu", "cpu_ref"};
+  Resolved r;
+  r.name = s.strategy;
+  if (r.name == "auto") r.name = cuda ? (gat ? "gat_fused" : "cuda") : "cpu";
+  if (!names.count(r.name)) {
+    std::string known = "auto";
+    for (const auto& n : names) known += ", " + n;
+    throw InvalidArgument(std::string(op) + ": unknown strategy '" + s.strategy +
+                          "'; the strategies of this op are: " + known);
+  }
+  for (const auto& [key, value] : s.params) {
+    const auto& spec = gat_fused_params();
+    auto it = spec.find(key);
+    SPGNN_CHECK(r.name == "gat_fused" && it != spec.end(), InvalidArgument, op, ": strategy '",
+                r.name, "' has no parameter '", key, "'",
+                r.name == "gat_fused" ? " (it has warps, bwd_atomic and heavy_deg)"
+                                      : " (it has none)");
+    bool legal = false;
+    for (int64_t v : it->second.first) legal = legal || v == value;
+    SPGNN_CHECK(legal, InvalidArgument, op, ": gat_fused parameter '", key, "' = ", value,
+                " is not one of its legal values");
+    if (key == "warps") r.warps = static_cast<int>(value);
+    else if (key == "heavy_deg") r.heavy_deg = value;
+    else r.bwd_atomic = value != 0;
+  }
+  const bool gpu_only = r.name == "gat_fused" || r.name == "cuda";
+  const bool cpu_only = r.name == "cpu" || r.name == "cpu_ref";
+  SPGNN_CHECK(!(gpu_only && !cuda), Unsupported, op, ": strategy '", r.name,
+              "' runs on CUDA devices; the graph and tensors are on the CPU");
+  SPGNN_CHECK(!(cpu_only && cuda), Unsupported, op, ": strategy '", r.name,
+              "' runs on the CPU; the graph and tensors are on ", g.device().str());
+  SPGNN_CHECK(!(backward && r.name == "unfused"), Unsupported, op,
+              ": the unfused composition is forward-only (it exists to compare against "
+              "gat_fused); use gat_fused, cpu or cpu_ref for the backward pass");
+#if !SPGNN_WITH_CUDA
+  SPGNN_CHECK(!gpu_only, Unsupported, op, ": strategy '", r.name,
+              "' needs a build with CUDA (SPGNN_WITH_CUDA=ON)");
+#endif
+  return r;
+}
+
+// ---- shared derived data ------------------------------------------------------------------------
+
+// The transposed structure (no values) and its edge permutation, on the graph's device, computed
+// once per graph structure and kept in Graph::cache (it depends on row/col only).
+struct CachedTranspose {
+  Graph graph;
+  Tensor perm;
+};
+
+std::shared_ptr<CachedTranspose> cached_transpose(const Graph& g) {
+  // Keyed by index dtype and device too: a copy of a Graph whose arrays were converted to another
+  // index width (or moved by hand) still shares the cache of the original.
+  const std::string key = std::string("attention.transpose.") + dtype_name(g.index_dtype()) + "." +
+                          g.device().str();
+  std::lock_guard<std::mutex> lock(g.cache->mutex);
+  std::shared_ptr<void>& item = g.cache->items[key];
+  if (item) {
+    const auto& c = *std::static_pointer_cast<CachedTranspose>(item);
+    if (c.graph.n_rows != g.n_cols || c.graph.nnz() != g.nnz()) item.reset();
+  }
+  if (!item) {
+    Graph host = g.device().is_cuda() ? g.to(Device::cpu()) : g;
+    host.val = Tensor();
+    Transposed t = transpose(host);
+    auto c = std::make_shared<CachedTranspose>();
+    if (g.device().is_cuda()) {
+      c->graph = t.graph.to(g.device());
+      c->perm = t.perm.to(g.device());
+    } else {
+      c->graph = std::move(t.graph);
+      c->perm = std::move(t.perm);
+    }
+    item = c;
+  }
+  return std::static_pointer_cast<CachedTranspose>(item);
+}
+
+// Temporaries of the unfused composition, kept per (device, stream) and reused while their
+// shapes match: the comparison with gat_fused should time the kernels, not cudaMalloc/cudaFree
+// (whose free synchronises the device). Calls on one stream are ordered, so reuse is safe.
+struct Workspace {
+  std::map<std::string, Tensor> tensors;
+  Tensor& get(const std::string& key, const std::vector<int64_t>& shape, Device dev) {
+    Tensor& t = tensors[key];
+    if (!t.defined() || t.shape() != shape || t.device() != dev)
+      t = Tensor::empty(shape, DType::f32, dev);
+    return t;
+  }
+};
+
+Workspace& workspace(Device dev, void* stream) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, void*>, std::unique_ptr<Workspace>> all;
+  std::lock_guard<std::mutex> lock(mutex);
+  const int key = dev.is_cuda() ? dev.index : -1;
+  auto& w = all[{key, stream}];
+  if (!w) w = std::make_unique<Workspace>();
+  return *w;
+}
+
+// ---- elementwise helpers by device --------------------------------------------------------------
+
+void leaky_relu_(Tensor& x, float slope, void* stream) {
+#if SPGNN_WITH_CUDA
+  if (x.device().is_cuda()) return detail::cuda_leaky_relu_(x, slope, stream);
+#endif
+  (void)stream;
+  detail::cpu_leaky_relu_(x, slope);
+}
+void apply_dropout(const Tensor& a, Tensor& out, const GatProblem& p) {
+#if SPGNN_WITH_CUDA
+  if (a.device().is_cuda())
+    return detail::cuda_apply_dropout(a, out, p.H, p.seed, p.dropout, p.dropout_scale, p.stream);
+#endif
+  detail::cpu_apply_dropout(a, out, p.H, p.seed, p.dropout, p.dropout_scale);
+}
+void copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off, int64_t width,
+               void* stream) {
+#if SPGNN_WITH_CUDA
+  if (src.device().is_cuda())
+    return detail::cuda_copy_cols(src, src_off, dst, dst_off, width, stream);
+#endif
+  (void)stream;
+  detail::cpu_copy_cols(src, src_off, dst, dst_off, width);
+}
+
+// gsddmm(add) -> LeakyReLU -> edge_softmax -> dropout -> gspmm(u_mul_e, sum), each op with its
+// own `auto` strategy. gspmm's edge operand is [nnz] or [nnz, F] per feature row, with no head
+// broadcast, so with H > 1 each head runs as its own gspmm on a contiguous copy of its feature
+// columns and weight column, and its result is copied into its columns of `out` (the copies are
+// part of what the unfused path costs; with H = 1 there are none).
+void gat_unfused_forward(const GatProblem& p) {
+  const Graph& g = *p.g;
+  const Device dev = g.device();
+  OpOptions sub;
+  sub.stream = p.stream;
+  Workspace& ws = workspace(dev, p.stream);
+  Tensor& s = ws.get("logits", {g.nnz(), p.H}, dev);
+  gsddmm(g, SddmmOp::add, *p.el, *p.er, s, Target::u, Target::v, sub);
+  leaky_relu_(s, p.negative_slope, p.stream);
+  edge_softmax(g, s, *p.attn, sub);
+  Tensor a = *p.attn;
+  if (p.dropout > 0.f) {
+    a = ws.get("dropped", {g.nnz(), p.H}, dev);
+    apply_dropout(*p.attn, a, p);
+  }
+  if (p.H == 1) {
+    gspmm(g, SpmmOp::u_mul_e, Reduce::sum, *p.feat, a, *p.out, sub);
+    return;
+  }
+  Tensor& fh = ws.get("feat_head", {g.n_cols, p.F}, dev);
+  Tensor& ah = ws.get("attn_head", {g.nnz(), 1}, dev);
+  Tensor& oh = ws.get("out_head", {g.n_rows, p.F}, dev);
+  for (int64_t h = 0; h < p.H; ++h) {
+    copy_cols(*p.feat, h * p.F, fh, 0, p.F, p.stream);
+    copy_cols(a, h, ah, 0, 1, p.stream);
+    gspmm(g, SpmmOp::u_mul_e, Reduce::sum, fh, ah, oh, sub);
+    copy_cols(oh, 0, *p.out, h * p.F, p.F, p.stream);
+  }
+}
+
+// Checks the GAT inputs shared by forward and backward and fills the problem's sizes.
+GatProblem gat_problem(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
+                       const GatParams& params, const OpOptions& options, const char* op) {
+  check_graph(g, op);
+  SPGNN_CHECK(params.heads >= 1, InvalidArgument, op, ": params.heads must be >= 1, got ",
+              params.heads);
+  SPGNN_CHECK(std::isfinite(params.negative_slope), InvalidArgument, op,
+              ": params.negative_slope must be finite, got ", params.negative_slope);
+  SPGNN_CHECK(params.attn_dropout >= 0.f && params.attn_dropout < 1.f, InvalidArgument, op,
+              ": params.attn_dropout must be in [0, 1), got ", params.attn_dropout);
+  const int64_t H = params.heads;
+  SPGNN_CHECK(feat.defined(), InvalidArgument, op, ": argument 'feat' is required ([n_cols, H*F])");
+  SPGNN_CHECK(feat.ndim() == 2, InvalidArgument, op, ": 'feat' must be 2-D [n_cols, H*F], got ",
+              feat.shape_str());
+  SPGNN_CHECK(feat.dim(1) >= H && feat.dim(1) % H == 0, InvalidArgument, op, ": 'feat' width ",
+              feat.dim(1), " must be a positive multiple of params.heads = ", H, " (H*F)");
+  check_input(feat, "feat", op, g, {g.n_cols, feat.dim(1)}, "[n_cols, H*F]");
+  check_input(el, "el", op, g, {g.n_cols, H}, "[n_cols, H]");
+  check_input(er, "er", op, g, {g.n_rows, H}, "[n_rows, H]");
+  GatProblem p;
+  p.g = &g;
+  p.feat = &feat;
+  p.el = &el;
+  p.er = &er;
+  p.H = H;
+  p.F = feat.dim(1) / H;
+  p.negative_slope = params.negative_slope;
+  p.dropout = params.attn_dropout;
+  p.dropout_scale = params.attn_dropout > 0.f ? 1.f / (1.f - params.attn_dropout) : 1.f;
+  p.seed = params.dropout_seed;
+  p.stream = options.stream;
+  return p;
+}
+
+// scores/out [nnz, H] or [nnz]; returns H.
+int64_t softmax_heads(const Graph& g, const Tensor& t, const char* arg, const char* op) {
+  SPGNN_CHECK(t.defined(), InvalidArgument, op, ": argument '", arg, "' is required ([nnz, H])");
+  SPGNN_CHECK(t.ndim() == 1 || t.ndim() == 2, InvalidArgument, op, ": '", arg,
+              "' must be [nnz, H] or [nnz], got ", t.shape_str());
+  const int64_t H = t.ndim() == 2 ? t.dim(1) : 1;
+  check_input(t, arg, op, g, t.ndim() == 2 ? std::vector<int64_t>{g.nnz(), H}
+                                           : std::vector<int64_t>{g.nnz()},
+              t.ndim() == 2 ? "[nnz, H]" : "[nnz]");
+  return H;
+}
+
+}  // namespace
+
+void edge_softmax(const Graph& g, const Tensor& scores, Tensor& out, const OpOptions& options) {
+  constexpr const char* kOp = "edge_softmax";
+  check_graph(g, kOp);
+  SoftmaxProblem p;
+  p.g = &g;
+  p.H = softmax_heads(g, scores, "scores", kOp);
+  prepare_output(out, "out", kOp, scores.shape(), g.device());
+  p.scores = &scores;
+  p.out = &out;
+  p.stream = options.stream;
+  const Resolved r = resolve(options.schedule, g, kOp, false, false);
+  if (g.nnz() == 0 || p.H == 0) return;
+  if (r.name == "cpu_ref") return detail::cpu_ref_edge_softmax(p);
+  if (r.name == "cpu") return detail::cpu_edge_softmax(p);
+#if SPGNN_WITH_CUDA
+  detail::cuda_edge_softmax(p);
+#endif
+}
+
+void edge_softmax_backward(const Graph& g, const Tensor& out, const Tensor& grad_out,
+                           Tensor& grad_scores, const OpOptions& options) {
+  constexpr const char* kOp = "edge_softmax_backward";
+  check_graph(g, kOp);
+  SoftmaxBwdProblem p;
+  p.g = &g;
+  p.H = softmax_heads(g, out, "out", kOp);
+  check_input(grad_out, "grad_out", kOp, g, out.shape(), "the shape of 'out'");
+  prepare_output(grad_scores, "grad_scores", kOp, out.shape(), g.device());
+  p.out = &out;
+  p.grad_out = &grad_out;
+  p.grad_scores = &grad_scores;
+  p.stream = options.stream;
+  const Resolved r = resolve(options.schedule, g, kOp, false, true);
+  if (g.nnz() == 0 || p.H == 0) return;
+  if (r.name == "cpu_ref") return detail::cpu_ref_edge_softmax_backward(p);
+  if (r.name == "cpu") return detail::cpu_edge_softmax_backward(p);
+#if SPGNN_WITH_CUDA
+  detail::cuda_edge_softmax_backward(p);
+#endif
+}
+
+void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
+                   const GatParams& params, Tensor& out, Tensor& attn, const OpOptions& options) {
+  constexpr const char* kOp = "gat_aggregate";
+  GatProblem p = gat_problem(g, feat, el, er, params, options, kOp);
+  prepare_output(out, "out", kOp, {g.n_rows, p.H * p.F}, g.device());
+  prepare_output(attn, "attn", kOp, {g.nnz(), p.H}, g.device());
+  SPGNN_CHECK(out.raw() != feat.raw() || out.numel() == 0, InvalidArgument, kOp,
+              ": 'out' must not share memory with 'feat'");
+  p.out = &out;
+  p.attn = &attn;
+  const Resolved r = resolve(options.schedule, g, kOp, true, false);
+  if (g.n_rows == 0) return;
+  if (r.name == "cpu_ref") return detail::cpu_ref_gat_forward(p);
+  if (r.name == "cpu") return detail::cpu_gat_forward(p);
+  if (r.name == "unfused") return gat_unfused_forward(p);
+#if SPGNN_WITH_CUDA
+  detail::gat_fused_forward(p, r.warps, r.heavy_deg);
+#endif
+}
+
+void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el,
+                            const Tensor& er, const Tensor& attn, const Tensor& grad_out,
+                            const GatParams& params, Tensor& grad_feat, Tensor& grad_el,
+                            Tensor& grad_er, const OpOptions& options) {
+  constexpr const char* kOp = "gat_aggregate_backward";
+  GatProblem p = gat_problem(g, feat, el, er, params, options, kOp);
+  const int64_t W = p.H * p.F;
+  check_input(attn, "attn", kOp, g, {g.nnz(), p.H},
+              "[nnz, H] (the weights gat_aggregate returned)");
+  check_input(grad_out, "grad_out", kOp, g, {g.n_rows, W}, "[n_rows, H*F]");
+  prepare_output(grad_feat, "grad_feat", kOp, {g.n_cols, W}, g.device());
+  prepare_output(grad_el, "grad_el", kOp, {g.n_cols, p.H}, g.device());
+  prepare_output(grad_er, "grad_er", kOp, {g.n_rows, p.H}, g.device());
+  p.attn = const_cast<Tensor*>(&attn);  // read-only in the backward kernels
+  p.grad_out = &grad_out;
+  p.grad_feat = &grad_feat;
+  p.grad_el = &grad_el;
+  p.grad_er = &grad_er;
+  const Resolved r = resolve(options.schedule, g, kOp, true, true);
+  if (r.name == "cpu_ref") return detail::cpu_ref_gat_backward(p);
+  std::shared_ptr<CachedTranspose> t;
+  if (!(r.name == "gat_fused" && r.bwd_atomic) && g.nnz() > 0) {
+    t = cached_transpose(g);
+    p.gt = &t->graph;
+    p.perm = &t->perm;
+  }
+  if (r.name == "cpu") {
+    if (g.nnz() == 0) {
+      grad_feat.fill_(0.0);
+      grad_el.fill_(0.0);
+      grad_er.fill_(0.0);
+      return;
+    }
+    return detail::cpu_gat_backward(p);
+  }
+#if SPGNN_WITH_CUDA
+  detail::gat_fused_backward(p, r.warps, r.bwd_atomic);
+#endif
+}
+
+}  // namespace spgnn

@@ -1,0 +1,302 @@
+// CPU attention kernels: edge softmax (forward, backward) and GAT aggregation (forward,
+// backward). One template per op serves both strategies: Acc = double and serial for cpu_ref (the
+// oracle), Acc = float and OpenMP over rows for cpu. Softmax is max-subtracted per destination
+// row and head; rows without edges produce nothing (and a zero output row for GAT).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "kernels/attention_hash.hpp"
+#include "kernels/cpu/attention_cpu.hpp"
+
+namespace spgnn::detail {
+
+namespace {
+
+// Below this many edge-heads the fork/join of a parallel region costs more than the work.
+constexpr int64_t kMinParallelWork = int64_t{1} << 14;
+
+inline float leaky(float z, float slope) { return z > 0.f ? z : z * slope; }
+
+template <class Acc>
+inline Acc exp_of(Acc x) {
+  return std::exp(x);
+}
+
+template <class Acc, class I, bool kParallel>
+void softmax_forward(const SoftmaxProblem& p) {
+  const Graph& g = *p.g;
+  const int64_t n = g.n_rows, H = p.H;
+  const I* rowptr = g.rowptr.data<I>();
+  const float* s = p.scores->data<float>();
+  float* o = p.out->data<float>();
+  const bool par = kParallel && g.nnz() * H >= kMinParallelWork;
+#pragma omp parallel for schedule(dynamic, 64) if (par)
+  for (int64_t v = 0; v < n; ++v) {
+    const int64_t b = rowptr[v], e = rowptr[v + 1];
+    if (b == e) continue;
+    for (int64_t h = 0; h < H; ++h) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t j = b; j < e; ++j) m = std::max(m, s[j * H + h]);
+      Acc z = 0;
+      for (int64_t j = b; j < e; ++j) z += exp_of<Acc>(Acc(s[j * H + h]) - Acc(m));
+      for (int64_t j = b; j < e; ++j)
+        o[j * H + h] = static_cast<float>(exp_of<Acc>(Acc(s[j * H + h]) - Acc(m)) / z);
+    }
+  }
+}
+
+template <class Acc, class I, bool kParallel>
+void softmax_backward(const SoftmaxBwdProblem& p) {
+  const Graph& g = *p.g;
+  const int64_t n = g.n_rows, H = p.H;
+  const I* rowptr = g.rowptr.data<I>();
+  const float* y = p.out->data<float>();
+  const float* dy = p.grad_out->data<float>();
+  float* dx = p.grad_scores->data<float>();
+  const bool par = kParallel && g.nnz() * H >= kMinParallelWork;
+#pragma omp parallel for schedule(dynamic, 64) if (par)
+  for (int64_t v = 0; v < n; ++v) {
+    const int64_t b = rowptr[v], e = rowptr[v + 1];
+    for (int64_t h = 0; h < H; ++h) {
+      Acc t = 0;
+      for (int64_t j = b; j < e; ++j) t += Acc(y[j * H + h]) * Acc(dy[j * H + h]);
+      for (int64_t j = b; j < e; ++j)
+        dx[j * H + h] = static_cast<float>(Acc(y[j * H + h]) * (Acc(dy[j * H + h]) - t));
+    }
+  }
+}
+
+template <class Acc, class I, bool kParallel>
+void gat_forward(const GatProblem& p) {
+  const Graph& g = *p.g;
+  const int64_t n = g.n_rows, H = p.H, F = p.F, W = H * F;
+  const I* rowptr = g.rowptr.data<I>();
+  const I* col = g.col.data<I>();
+  const float* feat = p.feat->data<float>();
+  const float* el = p.el->data<float>();
+  const float* er = p.er->data<float>();
+  float* out = p.out->data<float>();
+  float* attn = p.attn->data<float>();
+  const bool drop = p.dropout > 0.f;
+  const bool par = kParallel && g.nnz() * W >= kMinParallelWork;
+#pragma omp parallel if (par)
+  {
+    std::vector<Acc> acc(static_cast<size_t>(F));
+#pragma omp for schedule(dynamic, 32)
+    for (int64_t v = 0; v < n; ++v) {
+      const int64_t b = rowptr[v], e = rowptr[v + 1];
+      float* ov = out + v * W;
+      if (b == e) {
+        std::fill(ov, ov + W, 0.f);
+        continue;
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        const float erv = er[v * H + h];
+        auto logit = [&](int64_t j) {
+          return leaky(el[static_cast<int64_t>(col[j]) * H + h] + erv, p.negative_slope);
+        };
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t j = b; j < e; ++j) m = std::max(m, logit(j));
+        Acc z = 0;
+        for (int64_t j = b; j < e; ++j) z += exp_of<Acc>(Acc(logit(j)) - Acc(m));
+        std::fill(acc.begin(), acc.end(), Acc(0));
+        for (int64_t j = b; j < e; ++j) {
+          const Acc a = exp_of<Acc>(Acc(logit(j)) - Acc(m)) / z;
+          attn[j * H + h] = static_cast<float>(a);
+          const Acc w = drop ? a * Acc(attention_dropout_factor(p.seed, j, h, p.dropout,
+                                                                p.dropout_scale))
+                             : a;
+          if (w == Acc(0)) continue;
+          const float* x = feat + static_cast<int64_t>(col[j]) * W + h * F;
+          for (int64_t f = 0; f < F; ++f) acc[static_cast<size_t>(f)] += w * Acc(x[f]);
+        }
+        for (int64_t f = 0; f < F; ++f) ov[h * F + f] = static_cast<float>(acc[static_cast<size_t>(f)]);
+      }
+    }
+  }
+}
+
+// The per-edge part of the backward pass shared by both strategies: for destination v, head h,
+//   d_a_e = grad_out[v, h]·feat[u, h] * mask,  t = sum_row a_e d_a_e,
+//   d_z_e = a_e (d_a_e - t) * leaky'(el[u, h] + er[v, h]),  grad_er[v, h] = sum_row d_z_e.
+// `sink(j, h, u, dz, w)` receives each edge's d_z and its dropped-out weight w = a * mask.
+template <class Acc, class I, class Sink>
+void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink&& sink) {
+  const Graph& g = *p.g;
+  const int64_t H = p.H, F = p.F, W = H * F;
+  const I* rowptr = g.rowptr.data<I>();
+  const I* col = g.col.data<I>();
+  const float* feat = p.feat->data<float>();
+  const float* el = p.el->data<float>();
+  const float* er = p.er->data<float>();
+  const float* attn = p.attn->data<float>();
+  const float* gout = p.grad_out->data<float>();
+  float* grad_er = p.grad_er->data<float>();
+  const bool drop = p.dropout > 0.f;
+  const int64_t b = rowptr[v], e = rowptr[v + 1];
+  da.resize(static_cast<size_t>(e - b));
+  for (int64_t h = 0; h < H; ++h) {
+    const float* gv = gout + v * W + h * F;
+    Acc t = 0;
+    for (int64_t j = b; j < e; ++j) {
+      const float* x = feat + static_cast<int64_t>(col[j]) * W + h * F;
+      Acc d = 0;
+      for (int64_t f = 0; f < F; ++f) d += Acc(gv[f]) * Acc(x[f]);
+      if (drop) d *= Acc(attention_dropout_factor(p.seed, j, h, p.dropout, p.dropout_scale));
+      da[static_cast<size_t>(j - b)] = d;
+      t += Acc(attn[j * H + h]) * d;
+    }
+    Acc ger = 0;
+    const float erv = er[v * H + h];
+    for (int64_t j = b; j < e; ++j) {
+      const int64_t u = col[j];
+      const Acc a = attn[j * H + h];
+      const Acc ds = a * (da[static_cast<size_t>(j - b)] - t);
+      const Acc dz = el[u * H + h] + erv > 0.f ? ds : ds * Acc(p.negative_slope);
+      ger += dz;
+      const Acc w = drop ? a * Acc(attention_dropout_factor(p.seed, j, h, p.dropout,
+                                                            p.dropout_scale))
+                         : a;
+      sink(j, h, u, dz, w);
+    }
+    grad_er[v * H + h] = static_cast<float>(ger);
+  }
+}
+
+// Oracle: serial, scatters source gradients into float64 buffers.
+template <class I>
+void gat_backward_ref(const GatProblem& p) {
+  const Graph& g = *p.g;
+  const int64_t H = p.H, F = p.F, W = H * F;
+  const float* gout = p.grad_out->data<float>();
+  std::vector<double> gf(static_cast<size_t>(g.n_cols * W), 0.0);
+  std::vector<double> gel(static_cast<size_t>(g.n_cols * H), 0.0);
+  std::vector<double> da;
+  for (int64_t v = 0; v < g.n_rows; ++v) {
+    gat_backward_row<double, I>(p, v, da, [&](int64_t, int64_t h, int64_t u, double dz, double w) {
+      gel[static_cast<size_t>(u * H + h)] += dz;
+      if (w == 0.0) return;
+      const float* gv = gout + v * W + h * F;
+      double* dst = gf.data() + u * W + h * F;
+      for (int64_t f = 0; f < F; ++f) dst[f] += w * double(gv[f]);
+    });
+  }
+  float* grad_feat = p.grad_feat->data<float>();
+  float* grad_el = p.grad_el->data<float>();
+  for (size_t i = 0; i < gf.size(); ++i) grad_feat[i] = static_cast<float>(gf[i]);
+  for (size_t i = 0; i < gel.size(); ++i) grad_el[i] = static_cast<float>(gel[i]);
+}
+
+// OpenMP: pass 1 over destination rows stores d_z per edge-head; pass 2 over the transposed
+// graph gathers each source's gradients (no atomics, no races, deterministic).
+template <class I>
+void gat_backward_omp(const GatProblem& p) {
+  const Graph& g = *p.g;
+  const Graph& gt = *p.gt;
+  const int64_t H = p.H, F = p.F, W = H * F;
+  const float* gout = p.grad_out->data<float>();
+  const float* attn = p.attn->data<float>();
+  std::vector<float> dzs(static_cast<size_t>(g.nnz() * H));
+  const bool par = g.nnz() * W >= kMinParallelWork;
+#pragma omp parallel if (par)
+  {
+    std::vector<float> da;
+#pragma omp for schedule(dynamic, 32)
+    for (int64_t v = 0; v < g.n_rows; ++v)
+      gat_backward_row<float, I>(p, v, da, [&](int64_t j, int64_t h, int64_t, float dz, float) {
+        dzs[static_cast<size_t>(j * H + h)] = dz;
+      });
+  }
+  const I* rpt = gt.rowptr.data<I>();
+  const I* colt = gt.col.data<I>();
+  const int64_t* perm = p.perm->data<int64_t>();
+  float* grad_feat = p.grad_feat->data<float>();
+  float* grad_el = p.grad_el->data<float>();
+  const bool drop = p.dropout > 0.f;
+#pragma omp parallel for schedule(dynamic, 32) if (par)
+  for (int64_t u = 0; u < gt.n_rows; ++u) {
+    float* gfu = grad_feat + u * W;
+    std::fill(gfu, gfu + W, 0.f);
+    for (int64_t h = 0; h < H; ++h) {
+      float gel = 0.f;
+      for (int64_t t = rpt[u]; t < rpt[u + 1]; ++t) {
+        const int64_t j = perm[t];
+        gel += dzs[static_cast<size_t>(j * H + h)];
+        float w = attn[j * H + h];
+        if (drop) w *= attention_dropout_factor(p.seed, j, h, p.dropout, p.dropout_scale);
+        if (w == 0.f) continue;
+        const float* gv = gout + static_cast<int64_t>(colt[t]) * W + h * F;
+        for (int64_t f = 0; f < F; ++f) gfu[h * F + f] += w * gv[f];
+      }
+      grad_el[u * H + h] = gel;
+    }
+  }
+}
+
+template <class Fn>
+void by_index(const Graph& g, Fn&& fn) {
+  if (g.index_dtype() == DType::i64) fn(int64_t{});
+  else fn(int32_t{});
+}
+
+}  // namespace
+
+void cpu_ref_edge_softmax(const SoftmaxProblem& p) {
+  by_index(*p.g, [&](auto i) { softmax_forward<double, decltype(i), false>(p); });
+}
+void cpu_edge_softmax(const SoftmaxProblem& p) {
+  by_index(*p.g, [&](auto i) { softmax_forward<float, decltype(i), true>(p); });
+}
+void cpu_ref_edge_softmax_backward(const SoftmaxBwdProblem& p) {
+  by_index(*p.g, [&](auto i) { softmax_backward<double, decltype(i), false>(p); });
+}
+void cpu_edge_softmax_backward(const SoftmaxBwdProblem& p) {
+  by_index(*p.g, [&](auto i) { softmax_backward<float, decltype(i), true>(p); });
+}
+void cpu_ref_gat_forward(const GatProblem& p) {
+  by_index(*p.g, [&](auto i) { gat_forward<double, decltype(i), false>(p); });
+}
+void cpu_gat_forward(const GatProblem& p) {
+  by_index(*p.g, [&](auto i) { gat_forward<float, decltype(i), true>(p); });
+}
+void cpu_ref_gat_backward(const GatProblem& p) {
+  by_index(*p.g, [&](auto i) { gat_backward_ref<decltype(i)>(p); });
+}
+void cpu_gat_backward(const GatProblem& p) {
+  by_index(*p.g, [&](auto i) { gat_backward_omp<decltype(i)>(p); });
+}
+
+void cpu_leaky_relu_(Tensor& x, float negative_slope) {
+  float* d = x.data<float>();
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i) d[i] = leaky(d[i], negative_slope);
+}
+
+void cpu_apply_dropout(const Tensor& a, Tensor& out, int64_t H, uint64_t seed, float p,
+                       float scale) {
+  const float* s = a.data<float>();
+  float* d = out.data<float>();
+  const int64_t n = a.numel();
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i)
+    d[i] = s[i] * attention_dropout_factor(seed, i / H, i % H, p, scale);
+}
+
+void cpu_copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
+                   int64_t width) {
+  const int64_t rows = src.ndim() == 0 ? 0 : src.dim(0);
+  const int64_t sld = rows ? src.numel() / rows : 0, dld = rows ? dst.numel() / rows : 0;
+  const float* s = src.data<float>();
+  float* d = dst.data<float>();
+#pragma omp parallel for schedule(static) if (rows * width >= kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy_n(s + r * sld + src_off, width, d + r * dld + dst_off);
+}
+
+}  // namespace spgnn::detail

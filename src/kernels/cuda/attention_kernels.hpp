@@ -1,0 +1,30 @@
+// Internal: host entry points of the CUDA attention kernels (edge_softmax.cu, gat_fused.cu).
+// Plain C++ (no CUDA types) so that the front door, compiled by the host compiler, can call them.
+#pragma once
+#include <cstdint>
+
+#include "kernels/attention_problem.hpp"
+
+namespace spgnn::detail {
+
+// Warp per destination row; per head, one pass for the max and the sum of exponentials (online,
+// combined across lanes), one pass that writes the weights.
+void cuda_edge_softmax(const SoftmaxProblem& p);
+void cuda_edge_softmax_backward(const SoftmaxBwdProblem& p);
+
+// Elementwise pieces of the unfused GAT composition (device tensors, stream-ordered).
+void cuda_leaky_relu_(Tensor& x, float negative_slope, void* stream);
+void cuda_apply_dropout(const Tensor& a, Tensor& out, int64_t H, uint64_t seed, float p,
+                        float scale, void* stream);
+void cuda_copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
+                    int64_t width, void* stream);
+
+// TLPGNN-style fused GAT (gat_fused.cu). `warps` = warps per block (one warp per vertex); rows
+// with more than `heavy_deg` edges are split over several warps in the forward pass.
+// Backward: atomic = false gathers source gradients over p.gt / p.perm (one warp per source,
+// no atomics); atomic = true scatters them with atomics from the destination rows (no transpose
+// needed; p.gt may be null).
+void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg);
+void gat_fused_backward(const GatProblem& p, int warps, bool atomic);
+
+}  // namespace spgnn::detail

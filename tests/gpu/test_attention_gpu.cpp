@@ -1,0 +1,277 @@
+// Attention ops on the GPU against the float64 oracle cpu_ref: edge_softmax (forward and
+// backward), gat_aggregate with the fused TLPGNN kernel (forward, both backward variants) and the
+// unfused composition, on fresh random graphs of every shape in test_util.hpp (rows without
+// edges, a star, one row with half the edges, n = 1, no edges), int32 and int64 indices,
+// H in {1, 2, 4, 8}, F in {1, 3, 8, 16, 32, 33, 64, 128}, dropout on and off, default and
+// non-default streams. Outputs are poisoned with NaN before each GPU run.
+// SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and sweeps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spgnn/ops.hpp"
+#include "test_util.hpp"
+
+#if SPGNN_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace spgnn::test {
+namespace {
+
+[[maybe_unused]] bool quick() {
+  const char* q = std::getenv("SPGNN_TEST_QUICK");
+  return q && *q && std::string(q) != "0";
+}
+[[maybe_unused]] int64_t graph_n() { return quick() ? 200 : 1000; }
+[[maybe_unused]] std::vector<int64_t> heads() {
+  return quick() ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 2, 4, 8};
+}
+[[maybe_unused]] std::vector<int64_t> widths() {
+  return quick() ? std::vector<int64_t>{1, 3, 32, 33}
+                 : std::vector<int64_t>{1, 3, 8, 16, 32, 33, 64, 128};
+}
+[[maybe_unused]] std::vector<GraphKind> kinds() {
+  if (quick()) return {GraphKind::rmat, GraphKind::star, GraphKind::empty_rows, GraphKind::single,
+                       GraphKind::no_edges};
+  return all_graph_kinds();
+}
+
+[[maybe_unused]] Graph with_index(const Graph& g, DType idx) {
+  if (g.index_dtype() == idx) return g;
+  Graph h = g;
+  h.row = g.row.astype(idx);
+  h.col = g.col.astype(idx);
+  h.rowptr = g.rowptr.astype(idx);
+  return h;
+}
+
+struct Graphs {
+  Graph host, dev;
+};
+[[maybe_unused]] const Graphs& graphs(GraphKind kind, DType idx) {
+  static std::map<std::pair<int, int>, Graphs> cache;
+  const auto key = std::make_pair(static_cast<int>(kind), static_cast<int>(idx));
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    Graphs g;
+    g.host = with_index(random_graph(kind, graph_n(), seed_for(300 + static_cast<int>(kind)), false),
+                        idx);
+    g.dev = g.host.to(Device::cuda());
+    it = cache.emplace(key, std::move(g)).first;
+  }
+  return it->second;
+}
+
+[[maybe_unused]] OpOptions with(const std::string& s, std::map<std::string, int64_t> params = {},
+                                void* stream = nullptr) {
+  OpOptions o;
+  o.schedule.strategy = s;
+  o.schedule.params = std::move(params);
+  o.stream = stream;
+  return o;
+}
+[[maybe_unused]] Tensor poisoned(std::vector<int64_t> shape, void* stream = nullptr) {
+  Tensor t = Tensor::empty(std::move(shape), DType::f32, Device::cuda());
+  t.fill_(NAN, stream);
+  return t;
+}
+[[maybe_unused]] Tensor dev(const Tensor& t) { return t.to(Device::cuda()); }
+
+[[maybe_unused]] constexpr double kTol = 1e-5;
+[[maybe_unused]] int g_failures = 0;
+[[maybe_unused]] constexpr int kMaxReported = 20;
+
+#if SPGNN_WITH_CUDA
+void sync(void* stream) {
+  ASSERT_EQ(stream ? cudaStreamSynchronize(static_cast<cudaStream_t>(stream))
+                   : cudaDeviceSynchronize(),
+            cudaSuccess);
+}
+
+void expect_close(const Tensor& got, const Tensor& ref, const char* what) {
+  const double err = rel_error(got, ref);
+  EXPECT_LT(err, kTol) << what;
+  if (!(err < kTol)) ++g_failures;
+}
+
+// One gat_aggregate case: forward with `strategy` and (when backward) both backward variants,
+// each against cpu_ref on the same inputs.
+void check_gat(GraphKind kind, DType idx, int64_t H, int64_t F, float dropout,
+               const std::string& strategy, bool backward, std::map<std::string, int64_t> params = {},
+               void* stream = nullptr) {
+  if (g_failures > kMaxReported) return;
+  const Graphs& G = graphs(kind, idx);
+  static uint64_t salt = 0;
+  const uint64_t seed = seed_for(20000 + 8 * ++salt);
+  std::ostringstream what;
+  what << "gat " << strategy << " graph=" << kind_name(kind) << " idx=" << dtype_name(idx)
+       << " H=" << H << " F=" << F << " dropout=" << dropout << (stream ? " (stream)" : "")
+       << " seed=" << seed;
+  SCOPED_TRACE(what.str());
+  const Graph& g = G.host;
+  const Tensor feat = random_tensor({g.n_cols, H * F}, seed);
+  const Tensor el = random_tensor({g.n_cols, H}, seed + 1, -2.f, 2.f);
+  const Tensor er = random_tensor({g.n_rows, H}, seed + 2, -2.f, 2.f);
+  const Tensor gout = random_tensor({g.n_rows, H * F}, seed + 3);
+  GatParams prm;
+  prm.heads = H;
+  prm.attn_dropout = dropout;
+  prm.dropout_seed = seed + 4;
+  Tensor out_ref, attn_ref;
+  gat_aggregate(g, feat, el, er, prm, out_ref, attn_ref, with("cpu_ref"));
+  const Tensor feat_d = dev(feat), el_d = dev(el), er_d = dev(er);
+  Tensor out = poisoned({g.n_rows, H * F}, stream), attn = poisoned({g.nnz(), H}, stream);
+  gat_aggregate(G.dev, feat_d, el_d, er_d, prm, out, attn, with(strategy, params, stream));
+  sync(stream);
+  expect_close(out, out_ref, "out");
+  expect_close(attn, attn_ref, "attn");
+  if (!backward) return;
+  Tensor gf_ref, gel_ref, ger_ref;
+  gat_aggregate_backward(g, feat, el, er, attn_ref, gout, prm, gf_ref, gel_ref, ger_ref,
+                         with("cpu_ref"));
+  const Tensor attn_d = dev(attn_ref), gout_d = dev(gout);
+  for (int64_t atomic : {0, 1}) {
+    SCOPED_TRACE(atomic ? "backward bwd_atomic=1" : "backward (gather over transpose)");
+    Tensor gf = poisoned({g.n_cols, H * F}, stream), gel = poisoned({g.n_cols, H}, stream),
+           ger = poisoned({g.n_rows, H}, stream);
+    auto p = params;
+    p["bwd_atomic"] = atomic;
+    gat_aggregate_backward(G.dev, feat_d, el_d, er_d, attn_d, gout_d, prm, gf, gel, ger,
+                           with("gat_fused", p, stream));
+    sync(stream);
+    expect_close(gf, gf_ref, "grad_feat");
+    expect_close(gel, gel_ref, "grad_el");
+    expect_close(ger, ger_ref, "grad_er");
+  }
+}
+#endif
+
+[[maybe_unused]] const std::vector<DType> kIndex = {DType::i32, DType::i64};
+
+TEST(EdgeSoftmaxGpu, EveryGraphAndHeads) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  uint64_t salt = 0;
+  for (GraphKind k : kinds())
+    for (DType idx : kIndex)
+      for (int64_t H : {1, 2, 5, 8}) {
+        const Graphs& G = graphs(k, idx);
+        const uint64_t seed = seed_for(100 + ++salt);
+        SCOPED_TRACE(std::string("graph=") + kind_name(k) + " idx=" + dtype_name(idx) +
+                     " H=" + std::to_string(H) + " seed=" + std::to_string(seed));
+        const bool flat = H == 1 && idx == DType::i64;  // also the [nnz] form
+        const std::vector<int64_t> shape =
+            flat ? std::vector<int64_t>{G.host.nnz()} : std::vector<int64_t>{G.host.nnz(), H};
+        const Tensor s = random_tensor(shape, seed, -6.f, 6.f);
+        const Tensor dy = random_tensor(shape, seed + 1);
+        Tensor ref, gref;
+        edge_softmax(G.host, s, ref, with("cpu_ref"));
+        edge_softmax_backward(G.host, ref, dy, gref, with("cpu_ref"));
+        Tensor out = poisoned(shape), gs = poisoned(shape);
+        edge_softmax(G.dev, dev(s), out);
+        edge_softmax_backward(G.dev, dev(ref), dev(dy), gs);
+        sync(nullptr);
+        expect_close(out, ref, "edge_softmax");
+        expect_close(gs, gref, "edge_softmax_backward");
+      }
+#endif
+}
+
+TEST(GatFusedGpu, EveryGraphHeadsAndWidth) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  int i = 0;
+  for (GraphKind k : kinds())
+    for (int64_t H : heads())
+      for (int64_t F : widths()) {
+        ++i;
+        const DType idx = i % 2 ? DType::i64 : DType::i32;
+        check_gat(k, idx, H, F, 0.f, "gat_fused", true);
+        check_gat(k, idx, H, F, 0.35f, "gat_fused", !quick());
+      }
+#endif
+}
+
+TEST(GatFusedGpu, EveryParameterValueAndStream) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  for (int64_t warps : {1, 2, 4, 8, 16})
+    for (GraphKind k : {GraphKind::rmat, GraphKind::half_row})
+      check_gat(k, warps % 2 ? DType::i64 : DType::i32, 2, 33, 0.2f, "gat_fused", true,
+                {{"warps", warps}});
+  // Rows above heavy_deg edges are split over several warps and merged: small thresholds put
+  // many rows (the star's hub, the half row, R-MAT's hubs) through that path.
+  for (int64_t heavy : {64, 256, 4096})
+    for (GraphKind k : {GraphKind::rmat, GraphKind::star, GraphKind::half_row})
+      for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 32}, {4, 3}, {2, 64}})
+        check_gat(k, (H + heavy) % 2 ? DType::i64 : DType::i32, H, F, H == 4 ? 0.3f : 0.f,
+                  "gat_fused", false, {{"heavy_deg", heavy}});
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+  for (int64_t F : {1, 32, 64})
+    check_gat(GraphKind::rmat, DType::i32, 4, F, 0.1f, "gat_fused", true, {}, st);
+  cudaStreamDestroy(st);
+#endif
+}
+
+TEST(GatFusedGpu, AutoPicksFusedAndMatchesUnfused) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  for (GraphKind k : kinds())
+    for (int64_t H : {1, 4})
+      for (int64_t F : {3, 32}) {
+        check_gat(k, DType::i32, H, F, 0.f, "unfused", false);
+        check_gat(k, DType::i64, H, F, 0.25f, "unfused", false);
+        check_gat(k, DType::i32, H, F, 0.25f, "auto", false);
+      }
+#endif
+}
+
+TEST(GatFusedGpu, DropoutMaskMatchesCpuAndIsDeterministic) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  const Graphs& G = graphs(GraphKind::rmat, DType::i32);
+  const int64_t H = 4, F = 1;
+  // feat = 1 and el = er = 0: every weight is 1/deg and out[v, h] = (kept edges of v) / deg /
+  // (1 - p), so any disagreement in the mask shows up exactly.
+  const Tensor feat = Tensor::full({G.host.n_cols, H * F}, DType::f32, 1.0);
+  const Tensor el = Tensor::zeros({G.host.n_cols, H}, DType::f32);
+  const Tensor er = Tensor::zeros({G.host.n_rows, H}, DType::f32);
+  GatParams prm;
+  prm.heads = H;
+  prm.attn_dropout = 0.5f;
+  prm.dropout_seed = 77;
+  Tensor ref, attn_ref, o1, a1, o2, a2;
+  gat_aggregate(G.host, feat, el, er, prm, ref, attn_ref, with("cpu_ref"));
+  gat_aggregate(G.dev, dev(feat), dev(el), dev(er), prm, o1, a1);
+  gat_aggregate(G.dev, dev(feat), dev(el), dev(er), prm, o2, a2);
+  EXPECT_LT(rel_error(o1, ref), kTol);
+  EXPECT_EQ(o1.to_vector<float>(), o2.to_vector<float>());
+#endif
+}
+
+TEST(GatFusedGpu, CpuStrategiesRefuseGpuData) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  const Graphs& G = graphs(GraphKind::uniform, DType::i32);
+  const Tensor feat = Tensor::zeros({G.host.n_cols, 4}, DType::f32, Device::cuda());
+  const Tensor el = Tensor::zeros({G.host.n_cols, 1}, DType::f32, Device::cuda());
+  const Tensor er = Tensor::zeros({G.host.n_rows, 1}, DType::f32, Device::cuda());
+  Tensor out, attn;
+  GatParams prm;
+  EXPECT_THROW(gat_aggregate(G.dev, feat, el, er, prm, out, attn, with("cpu_ref")), Unsupported);
+  // Host tensors with a device graph are an argument error naming the tensor.
+  EXPECT_THROW(gat_aggregate(G.dev, feat.to(Device::cpu()), el, er, prm, out, attn),
+               InvalidArgument);
+#endif
+}
+
+}  // namespace
+}  // namespace spgnn::test

@@ -1,0 +1,269 @@
+// spgnn bench gat: per graph, F and H, times gat_aggregate with the fused kernel (gat_fused) and
+// with the unfused composition of spgnn's own ops (gsddmm -> LeakyReLU -> edge_softmax -> gspmm),
+// and the fused backward pass in its two variants (gather over the cached transpose; atomics).
+// On the CPU: cpu (OpenMP) and unfused. Every forward result is first compared with cpu_ref
+// (float64) on sampled rows (out and attention weights); the backward's grad_er is compared on
+// the same rows, and the two backward variants' grad_feat / grad_el with each other.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/timing.hpp"
+#include "spgnn/cmd_bench_gat.hpp"
+#include "spgnn/common.hpp"
+#include "spgnn/ops.hpp"
+
+namespace spgnn::cli {
+
+namespace {
+
+Tensor random_features(std::vector<int64_t> shape, uint64_t seed, float lo, float hi) {
+  Tensor t = Tensor::empty(std::move(shape), DType::f32);
+  float* p = t.data<float>();
+  const int64_t n = t.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ULL + uint64_t(i) + 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    p[i] = lo + (hi - lo) * float(double(z >> 11) * (1.0 / 9007199254740992.0));
+  }
+  return t;
+}
+
+// Rows of g (all their edges) as a graph of k rows over the same columns, plus the edge ids.
+struct Sample {
+  Graph graph;
+  std::vector<int64_t> rows, edges;
+};
+
+Sample sample_rows(const Graph& g, int64_t max_rows, uint64_t seed) {
+  Sample s;
+  const std::vector<int64_t> rp = g.rowptr.astype(DType::i64).to_vector<int64_t>();
+  if (g.n_rows <= max_rows) {
+    for (int64_t i = 0; i < g.n_rows; ++i) s.rows.push_back(i);
+  } else {
+    int64_t big = 0;  // the longest row always: the one a warp-per-vertex kernel finds hardest
+    for (int64_t i = 0; i < g.n_rows; ++i)
+      if (rp[i + 1] - rp[i] > rp[big + 1] - rp[big]) big = i;
+    s.rows.push_back(big);
+    std::mt19937_64 rng(seed);
+    while (int64_t(s.rows.size()) < max_rows) s.rows.push_back(int64_t(rng() % uint64_t(g.n_rows)));
+    std::sort(s.rows.begin(), s.rows.end());
+    s.rows.erase(std::unique(s.rows.begin(), s.rows.end()), s.rows.end());
+  }
+  const std::vector<int64_t> col = g.col.astype(DType::i64).to_vector<int64_t>();
+  std::vector<int64_t> r, c;
+  for (size_t k = 0; k < s.rows.size(); ++k)
+    for (int64_t e = rp[s.rows[k]]; e < rp[s.rows[k] + 1]; ++e) {
+      r.push_back(int64_t(k));
+      c.push_back(col[e]);
+      s.edges.push_back(e);
+    }
+  BuildOptions keep;
+  keep.duplicates = DuplicatePolicy::keep;
+  keep.index_width = IndexWidth::i64;
+  s.graph = graph_from_edges(int64_t(s.rows.size()), g.n_cols, r, c, {}, keep);
+  return s;
+}
+
+Tensor gather_rows(const Tensor& t_any, const std::vector<int64_t>& idx) {
+  const Tensor t = t_any.to(Device::cpu());
+  const int64_t w = t.ndim() == 1 ? 1 : t.dim(1);
+  Tensor out = Tensor::empty({int64_t(idx.size()), w}, DType::f32);
+  const float* src = t.data<float>();
+  float* dst = out.data<float>();
+  for (size_t k = 0; k < idx.size(); ++k) std::copy_n(src + idx[k] * w, w, dst + int64_t(k) * w);
+  return out;
+}
+
+double rel_err(const Tensor& got_any, const Tensor& ref_any) {
+  const Tensor got = got_any.to(Device::cpu()), ref = ref_any.to(Device::cpu());
+  const float* a = got.data<float>();
+  const float* b = ref.data<float>();
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+struct Row {
+  std::string graph, variant, note;
+  int64_t n = 0, nnz = 0, H = 0, F = 0;
+  double ms = NAN, gbs = NAN, speedup = NAN, err = NAN;
+  bool failed = false;
+};
+
+// Bytes the fused forward must move at least: indices, el per edge-head, er and the output per
+// row, one gathered feature row per edge and the attention weights written once.
+double forward_bytes(const Graph& g, int64_t H, int64_t F) {
+  const double idx = double(dtype_size(g.index_dtype()));
+  const double nnz = double(g.nnz()), n = double(g.n_rows), W = double(H * F);
+  return nnz * (idx + 4 * H + 4 * H + 4 * W) + n * (idx + 4 * H + 4 * W);
+}
+
+}  // namespace
+
+void run_bench_gat(const GatBenchArgs& o) {
+  const Device dev = o.device == "auto" ? (cuda_available() ? Device::cuda() : Device::cpu())
+                                        : parse_device(o.device);
+  SPGNN_CHECK(!dev.is_cuda() || cuda_available(), InvalidArgument, "--device ", o.device,
+              ": no CUDA device is available");
+  SPGNN_CHECK(o.names.empty() || o.names.size() == o.graphs.size(), InvalidArgument,
+              "--name: give one name per --graph (", o.graphs.size(), " graphs, ", o.names.size(),
+              " names)");
+  for (int64_t H : o.heads)
+    SPGNN_CHECK(H >= 1 && H <= 1024, InvalidArgument, "--heads: each value must be in 1..1024, got ", H);
+  const std::string fused = dev.is_cuda() ? "gat_fused" : "cpu";
+  std::vector<Row> rows;
+  bool any_failed = false;
+  for (size_t gi = 0; gi < o.graphs.size(); ++gi) {
+    const std::string gname = o.names.empty() ? o.graphs[gi] : o.names[gi];
+    Graph host = load_with_flags(o.graphs[gi], o.flags);
+    host.val = Tensor();
+    const Graph g = dev.is_cuda() ? host.to(dev) : host;
+    const Sample sample = o.no_check ? Sample{} : sample_rows(host, o.check_rows, o.seed);
+    for (int64_t H : o.heads)
+      for (int64_t F : o.dims) {
+        const Tensor feat_h = random_features({host.n_cols, H * F}, o.seed + 1, -1.f, 1.f);
+        const Tensor el_h = random_features({host.n_cols, H}, o.seed + 2, -2.f, 2.f);
+        const Tensor er_h = random_features({host.n_rows, H}, o.seed + 3, -2.f, 2.f);
+        const Tensor gout_h = random_features({host.n_rows, H * F}, o.seed + 4, -1.f, 1.f);
+        auto on_dev = [&](const Tensor& t) { return dev.is_cuda() ? t.to(dev) : t; };
+        const Tensor feat = on_dev(feat_h), el = on_dev(el_h), er = on_dev(er_h), gout = on_dev(gout_h);
+        GatParams prm;
+        prm.heads = H;
+        Tensor out_ref, attn_ref, gf_r, gel_r, ger_ref;
+        if (!o.no_check) {
+          OpOptions ro;
+          ro.schedule.strategy = "cpu_ref";
+          const Tensor er_s = gather_rows(er_h, sample.rows);
+          gat_aggregate(sample.graph, feat_h, el_h, er_s, prm, out_ref, attn_ref, ro);
+          const Tensor gout_s = gather_rows(gout_h, sample.rows);
+          gat_aggregate_backward(sample.graph, feat_h, el_h, er_s, attn_ref, gout_s, prm, gf_r,
+                                 gel_r, ger_ref, ro);
+        }
+        const double bytes = forward_bytes(host, H, F);
+        auto base = [&](const std::string& variant) {
+          Row r;
+          r.graph = gname;
+          r.variant = variant;
+          r.n = host.n_rows;
+          r.nnz = host.nnz();
+          r.H = H;
+          r.F = F;
+          return r;
+        };
+        // ---- forward: fused and unfused ----
+        Tensor attn_saved;
+        std::vector<Row> fwd;
+        for (const std::string& s : {fused, std::string("unfused")}) {
+          Row r = base(s + " fwd");
+          OpOptions opt;
+          opt.schedule.strategy = s;
+          Tensor out = Tensor::full({host.n_rows, H * F}, DType::f32, NAN, dev);
+          Tensor attn = Tensor::full({host.nnz(), H}, DType::f32, NAN, dev);
+          auto call = [&] { gat_aggregate(g, feat, el, er, prm, out, attn, opt); };
+          call();
+          detail::synchronize(dev);
+          if (!o.no_check) {
+            r.err = std::max(rel_err(gather_rows(out, sample.rows), out_ref),
+                             rel_err(gather_rows(attn, sample.edges), attn_ref));
+            r.failed = !(r.err < 1e-4);
+          }
+          const auto t = detail::time_runs(call, dev, o.warmup, o.reps);
+          r.ms = t.median;
+          r.gbs = bytes / (r.ms * 1e6);
+          if (s == fused) attn_saved = attn;
+          fwd.push_back(r);
+        }
+        for (auto& r : fwd) {
+          r.speedup = fwd.back().ms / r.ms;  // unfused (the last) over this one
+          rows.push_back(r);
+        }
+        // ---- backward: gather over the transpose vs atomics (GPU); cpu on the CPU ----
+        if (o.backward) {
+          std::vector<std::pair<std::string, OpOptions>> variants;
+          OpOptions b0;
+          b0.schedule.strategy = fused;
+          variants.push_back({fused + " bwd" + (dev.is_cuda() ? " (gather)" : ""), b0});
+          if (dev.is_cuda()) {
+            OpOptions b1 = b0;
+            b1.schedule.params["bwd_atomic"] = 1;
+            variants.push_back({fused + " bwd (atomic)", b1});
+          }
+          Tensor gf_first, gel_first;
+          double first_ms = NAN;
+          for (auto& [label, opt] : variants) {
+            Row r = base(label);
+            Tensor gf, gel, ger;
+            auto call = [&] {
+              gat_aggregate_backward(g, feat, el, er, attn_saved, gout, prm, gf, gel, ger, opt);
+            };
+            call();  // also builds and caches the transpose, outside the timed runs
+            detail::synchronize(dev);
+            if (!o.no_check) {
+              // grad_er of a row depends on that row's edges only: compare on the sample. The
+              // variants' grad_feat / grad_el (sums over whole columns) are compared with each other.
+              r.err = rel_err(gather_rows(ger, sample.rows), ger_ref);
+              if (gf_first.defined())
+                r.err = std::max({r.err, rel_err(gf, gf_first), rel_err(gel, gel_first)});
+              r.failed = !(r.err < 1e-4);
+            }
+            if (!gf_first.defined()) {
+              gf_first = gf.to(Device::cpu());
+              gel_first = gel.to(Device::cpu());
+            }
+            const auto t = detail::time_runs(call, dev, o.warmup, o.reps);
+            r.ms = t.median;
+            if (std::isnan(first_ms)) first_ms = r.ms;
+            r.speedup = first_ms / r.ms;
+            rows.push_back(r);
+          }
+        }
+      }
+  }
+  for (auto& r : rows) {
+    if (r.failed) r.note = "WRONG RESULT (rel err " + fixed(r.err, 8) + ")";
+    any_failed = any_failed || r.failed;
+  }
+  if (o.format == "json") {
+    nlohmann::json j = nlohmann::json::array();
+    auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
+    for (const auto& r : rows)
+      j.push_back({{"kernel", "gat"}, {"device", dev.str()}, {"graph", r.graph}, {"n", r.n},
+                   {"nnz", r.nnz}, {"H", r.H}, {"F", r.F}, {"variant", r.variant},
+                   {"median_ms", num(r.ms)}, {"gbs", num(r.gbs)}, {"ratio", num(r.speedup)},
+                   {"rel_err", num(r.err)}, {"failed", r.failed}, {"note", r.note}});
+    std::cout << j.dump(2) << "\n";
+  } else {
+    Table t({"graph", "H", "F", "variant", "ms", "GB/s", "ratio", "rel err", ""});
+    for (const auto& r : rows)
+      t.add({r.graph, std::to_string(r.H), std::to_string(r.F), r.variant,
+             std::isfinite(r.ms) ? fixed(r.ms, 4) : "-", std::isfinite(r.gbs) ? fixed(r.gbs, 1) : "-",
+             std::isfinite(r.speedup) ? fixed(r.speedup, 2) + "x" : "-",
+             std::isfinite(r.err) ? fixed(r.err, 9) : "-", r.note});
+    if (o.format == "csv") {
+      std::cout << t.csv();
+    } else {
+      std::cout << "gat on " << dev.str() << "; median of " << o.reps << " runs after " << o.warmup
+                << " warm-up; forward checked against cpu_ref (float64) on sampled rows"
+                << (o.no_check ? " [check skipped]" : "") << "\n"
+                << "ratio: forward rows = unfused ms / " << fused
+                << " ms (the fused speedup); backward rows = first variant ms / this ms\n"
+                << t.str();
+    }
+  }
+  SPGNN_CHECK(!any_failed, Error, "bench gat: at least one variant produced a wrong result (see above)");
+}
+
+}  // namespace spgnn::cli
