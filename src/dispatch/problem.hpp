@@ -39,7 +39,8 @@ struct SddmmProblem {
   int64_t out_width() const { return op == SddmmOp::dot ? 1 : F; }
 };
 
-// Looks up a schedule parameter, falling back to the strategy's declared default.
+// Looks up a schedule parameter, or `fallback` when the schedule does not set it (callers pass
+// the registry default, or a problem-sized choice where the strategy documents one).
 int64_t param(const Schedule& s, const std::string& name, int64_t fallback);
 
 }  // namespace spgnn::detail
