@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/timing.hpp"
+#include "spgnn/cmd_bench_gat.hpp"
+#include "spgnn/cmd_bench_maxk.hpp"
 #include "spgnn/commands.hpp"
 #include "spgnn/common.hpp"
 #include "spgnn/ops.hpp"
@@ -27,6 +29,9 @@ struct BenchOpts {
   std::vector<std::string> graphs{"builtin"};
   std::vector<std::string> names;
   std::vector<int64_t> dims{32};
+  std::vector<int64_t> heads{1, 4};  // gat: attention heads
+  std::vector<int64_t> ks{2, 4, 8, 16, 32, 64, 96, 128, 192};  // maxk: kept values per row
+  bool dims_given = false;  // maxk defaults to F = 256 instead
   std::string op, reduce = "sum", lhs_target = "v", rhs_target = "u";
   std::vector<std::string> strategies{"auto"};
   std::vector<std::string> params;
@@ -172,6 +177,7 @@ std::vector<std::vector<Schedule>> expand(const BenchOpts& o, OpKind kind, Devic
       for (const auto& p : info.params)
         if (p.name == "alg")
           for (int64_t a : p.values) algs.push_back(Schedule{"cusparse", {{"alg", a}}});
+      if (algs.empty()) algs.push_back(s);  // an op whose cuSPARSE entry has no algorithms
       groups.push_back(algs);
     } else {
       groups.push_back({s});
@@ -181,6 +187,38 @@ std::vector<std::vector<Schedule>> expand(const BenchOpts& o, OpKind kind, Devic
 }
 
 void run_bench(const BenchOpts& o) {
+  if (o.kernel == "maxk") {  // MaxK-GNN kernels vs cuSPARSE SpMM: cmd_bench_maxk.cpp
+    MaxkBenchArgs a;
+    a.graphs = o.graphs;
+    a.names = o.names;
+    if (o.dims_given) a.dims = o.dims;
+    a.ks = o.ks;
+    a.device = o.device;
+    a.warmup = o.warmup;
+    a.reps = o.reps;
+    a.format = o.format;
+    a.no_check = o.no_check;
+    a.seed = o.seed;
+    a.check_rows = o.check_rows;
+    a.flags = o.flags;
+    return run_bench_maxk(a);
+  }
+  if (o.kernel == "gat") {  // fused GAT vs the unfused composition: cmd_bench_gat.cpp
+    GatBenchArgs a;
+    a.graphs = o.graphs;
+    a.names = o.names;
+    a.dims = o.dims;
+    a.heads = o.heads;
+    a.device = o.device;
+    a.warmup = o.warmup;
+    a.reps = o.reps;
+    a.format = o.format;
+    a.no_check = o.no_check;
+    a.seed = o.seed;
+    a.check_rows = o.check_rows;
+    a.flags = o.flags;
+    return run_bench_gat(a);
+  }
   const OpKind kind = o.kernel == "spmm" ? OpKind::spmm : OpKind::sddmm;
   const Device dev = o.device == "auto" ? (cuda_available() ? Device::cuda() : Device::cpu())
                                         : parse_device(o.device);
@@ -361,12 +399,20 @@ void register_bench(CLI::App& app) {
   auto o = std::make_shared<BenchOpts>();
   auto* cmd = app.add_subcommand("bench", "Check and time sparse kernels side by side (cuSPARSE "
                                           "baseline on the GPU)");
-  cmd->add_option("kernel", o->kernel, "spmm or sddmm")->required()->check(CLI::IsMember({"spmm", "sddmm"}));
+  cmd->add_option("kernel", o->kernel, "spmm, sddmm, gat (fused GAT vs unfused; --dim is F per head) or maxk (MaxK-GNN kernels vs cuSPARSE; --dim default 256, --k)")->required()->check(CLI::IsMember({"spmm", "sddmm", "gat", "maxk"}));
   cmd->add_option("-g,--graph", o->graphs,
                   "Graph file, dataset directory or generator spec (repeatable; default builtin)")
       ->capture_default_str();
   cmd->add_option("--name", o->names, "Display name per --graph (repeatable)");
   cmd->add_option("-d,--dim", o->dims, "Feature widths F (repeatable or comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->capture_default_str();
+  cmd->add_option("--heads", o->heads, "gat: attention heads H (repeatable or comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}))
+      ->capture_default_str();
+  cmd->add_option("--k", o->ks, "maxk: values kept per row (repeatable or comma-separated)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
       ->capture_default_str();
@@ -399,7 +445,10 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--wide-e", o->wide_e, "spmm: edge operand of width F instead of 1");
   cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
   add_load_flags(*cmd, o->flags);
-  cmd->callback([o] { run_bench(*o); });
+  cmd->callback([o, cmd] {
+    o->dims_given = cmd->count("--dim") > 0;
+    run_bench(*o);
+  });
 }
 
 void register_strategies(CLI::App& app) {

@@ -1,5 +1,7 @@
 // spgnn generate / convert / info: graph files in and out, and what is in them.
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -168,7 +170,14 @@ void register_info(CLI::App& app) {
       ->capture_default_str();
   add_load_flags(*cmd, o->flags);
   cmd->callback([o] {
+    const auto t0 = std::chrono::steady_clock::now();
     Graph g = load_with_flags(o->graph, o->flags);
+    const double load_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::error_code ec;
+    const auto file_bytes = std::filesystem::is_regular_file(o->graph, ec)
+                                ? double(std::filesystem::file_size(o->graph, ec))
+                                : 0.0;
     const GraphStats s = graph_stats(g);
     if (o->format == "json") {
       nlohmann::json j = {{"graph", o->graph},
@@ -183,7 +192,9 @@ void register_info(CLI::App& app) {
                           {"symmetric", s.symmetric},
                           {"has_values", s.has_values},
                           {"index_dtype", s.index_dtype},
-                          {"bytes", s.bytes}};
+                          {"bytes", s.bytes},
+                          {"load_seconds", load_s},
+                          {"file_bytes", file_bytes}};
       std::cout << j.dump(2) << "\n";
       return;
     }
@@ -201,6 +212,11 @@ void register_info(CLI::App& app) {
     t.add({"edge values", s.has_values ? "yes" : "no"});
     t.add({"index type", s.index_dtype});
     t.add({"memory", human_bytes(double(s.bytes))});
+    std::string load = fixed(load_s, 3) + " s";
+    if (file_bytes > 0 && load_s > 0)
+      load += " (" + fixed(file_bytes / load_s / 1e6, 1) + " MB/s, " +
+              fixed(double(s.nnz) / load_s / 1e6, 2) + " M edges/s)";
+    t.add({"load time", load});
     std::cout << t.str();
   });
 }

@@ -1,0 +1,206 @@
+// MaxK-GNN on the CPU: the oracle of the GPU tests (reference = true: serial, selection by a full
+// sort, sums in float64) and the OpenMP kernels (reference = false: partial selection, float32
+// sums, rows in parallel). Both rank values by maxk_order_key, ties to the lower column.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/maxk_cpu.hpp"
+
+namespace spgnn::detail {
+
+namespace {
+
+// Below this many elements of work a kernel runs on the calling thread (fork/join costs more).
+constexpr int64_t kMinParallelWork = int64_t{1} << 15;
+
+uint32_t key_of(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return maxk_order_key(b);
+}
+
+template <class IdxT>
+void maxk_rows(const float* x, int64_t n, int64_t F, int64_t k, float* data, IdxT* index,
+               bool reference) {
+  auto one_row = [&](int64_t r, std::vector<int64_t>& order, std::vector<uint32_t>& keys) {
+    const float* xr = x + r * F;
+    for (int64_t j = 0; j < F; ++j) keys[size_t(j)] = key_of(xr[j]);
+    std::iota(order.begin(), order.end(), int64_t{0});
+    // Larger key first; equal keys keep the lower column first.
+    auto before = [&](int64_t a, int64_t b) {
+      return keys[size_t(a)] != keys[size_t(b)] ? keys[size_t(a)] > keys[size_t(b)] : a < b;
+    };
+    if (reference) std::sort(order.begin(), order.end(), before);
+    else if (k < F) std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), before);
+    std::sort(order.begin(), order.begin() + k);  // CBSR keeps ascending column order
+    for (int64_t j = 0; j < k; ++j) {
+      data[r * k + j] = xr[order[size_t(j)]];
+      index[r * k + j] = static_cast<IdxT>(order[size_t(j)]);
+    }
+  };
+  if (reference) {
+    std::vector<int64_t> order(static_cast<size_t>(F));
+    std::vector<uint32_t> keys(static_cast<size_t>(F));
+    for (int64_t r = 0; r < n; ++r) one_row(r, order, keys);
+    return;
+  }
+#pragma omp parallel if (n * F >= kMinParallelWork)
+  {
+    std::vector<int64_t> order(static_cast<size_t>(F));
+    std::vector<uint32_t> keys(static_cast<size_t>(F));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < n; ++r) one_row(r, order, keys);
+  }
+}
+
+// Edge weight of edge e (1 when the problem has none).
+inline float weight(const float* w, int64_t e) { return w ? w[e] : 1.f; }
+
+template <class I, class IdxT>
+void spgemm_t(const Graph& g, const float* w, const Cbsr& x, Tensor& out, bool reference) {
+  const int64_t n = g.n_rows, F = x.F, k = x.k;
+  const I* rowptr = g.rowptr.data<I>();
+  const I* col = g.col.data<I>();
+  const float* xd = x.data.data<float>();
+  const IdxT* xi = x.index.data<IdxT>();
+  float* o = out.data<float>();
+  if (reference) {
+    std::vector<double> acc(static_cast<size_t>(F));
+    for (int64_t r = 0; r < n; ++r) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t e = rowptr[r]; e < rowptr[r + 1]; ++e) {
+        const int64_t u = col[e];
+        for (int64_t j = 0; j < k; ++j)
+          acc[xi[u * k + j]] += double(weight(w, e)) * double(xd[u * k + j]);
+      }
+      for (int64_t f = 0; f < F; ++f) o[r * F + f] = static_cast<float>(acc[size_t(f)]);
+    }
+    return;
+  }
+  // Each output row is written once by one thread: its accumulation buffer is the row itself.
+#pragma omp parallel for schedule(dynamic, 64) if (g.nnz() * k + n * F >= kMinParallelWork)
+  for (int64_t r = 0; r < n; ++r) {
+    float* orow = o + r * F;
+    std::fill(orow, orow + F, 0.f);
+    for (int64_t e = rowptr[r]; e < rowptr[r + 1]; ++e) {
+      const int64_t u = col[e];
+      const float we = weight(w, e);
+      const float* d = xd + u * k;
+      const IdxT* c = xi + u * k;
+      for (int64_t j = 0; j < k; ++j) orow[c[j]] += we * d[j];
+    }
+  }
+}
+
+// The transpose (CSC view) of a host graph, built once per structure and kept in Graph::cache:
+// the OpenMP SSpMM gathers over a column's edges instead of scattering with atomics.
+std::shared_ptr<const Transposed> cached_transpose(const Graph& g) {
+  // Keyed by index dtype too: a copy of a Graph with its arrays re-typed shares the cache.
+  const std::string kKey = std::string("maxk:cpu_transpose:") + dtype_name(g.index_dtype());
+  std::lock_guard<std::mutex> lock(g.cache->mutex);
+  auto it = g.cache->items.find(kKey);
+  if (it != g.cache->items.end()) return std::static_pointer_cast<const Transposed>(it->second);
+  Graph structure = g;
+  structure.val = Tensor();  // cache items depend on the structure only
+  auto t = std::make_shared<Transposed>(transpose(structure));
+  g.cache->items[kKey] = t;
+  return t;
+}
+
+template <class I, class IdxT>
+void sspmm_t(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Tensor& d_data,
+             bool reference) {
+  const int64_t F = x.F, k = x.k;
+  const IdxT* xi = x.index.data<IdxT>();
+  const float* dout = d_out.data<float>();
+  float* dd = d_data.data<float>();
+  if (reference) {
+    // The definition, edge by edge in stored (row) order.
+    const I* rowptr = g.rowptr.data<I>();
+    const I* col = g.col.data<I>();
+    std::vector<double> acc(size_t(g.n_cols * k), 0.0);
+    for (int64_t v = 0; v < g.n_rows; ++v)
+      for (int64_t e = rowptr[v]; e < rowptr[v + 1]; ++e) {
+        const int64_t u = col[e];
+        for (int64_t j = 0; j < k; ++j)
+          acc[size_t(u * k + j)] += double(weight(w, e)) * double(dout[v * F + xi[u * k + j]]);
+      }
+    for (int64_t i = 0; i < g.n_cols * k; ++i) dd[i] = static_cast<float>(acc[size_t(i)]);
+    return;
+  }
+  const auto t = cached_transpose(g);
+  const I* trowptr = t->graph.rowptr.data<I>();
+  const I* tcol = t->graph.col.data<I>();
+  const int64_t* perm = t->perm.data<int64_t>();
+#pragma omp parallel for schedule(dynamic, 64) if (g.nnz() * k + g.n_cols * k >= kMinParallelWork)
+  for (int64_t u = 0; u < g.n_cols; ++u) {
+    float* du = dd + u * k;
+    const IdxT* c = xi + u * k;
+    std::fill(du, du + k, 0.f);
+    for (int64_t te = trowptr[u]; te < trowptr[u + 1]; ++te) {
+      const float* dv = dout + int64_t(tcol[te]) * F;
+      const float we = weight(w, perm[te]);
+      for (int64_t j = 0; j < k; ++j) du[j] += we * dv[c[j]];
+    }
+  }
+}
+
+template <class Fn>
+auto dispatch_idx(DType index_dtype, DType cbsr_dtype, Fn&& fn) {
+  auto inner = [&](auto itag) {
+    using I = decltype(itag);
+    if (cbsr_dtype == DType::u8) return fn(I{}, uint8_t{});
+    return fn(I{}, uint16_t{});
+  };
+  if (index_dtype == DType::i64) return inner(int64_t{});
+  return inner(int32_t{});
+}
+
+}  // namespace
+
+void cpu_maxk(const Tensor& x, int64_t k, Tensor& data, Tensor& index, bool reference) {
+  const int64_t n = x.dim(0), F = x.dim(1);
+  if (index.dtype() == DType::u8)
+    maxk_rows(x.data<float>(), n, F, k, data.data<float>(), index.data<uint8_t>(), reference);
+  else
+    maxk_rows(x.data<float>(), n, F, k, data.data<float>(), index.data<uint16_t>(), reference);
+}
+
+void cpu_maxk_backward(const Tensor& d_data, const Tensor& index, int64_t F, Tensor& dx) {
+  const int64_t n = d_data.dim(0), k = d_data.dim(1);
+  const float* d = d_data.data<float>();
+  float* o = dx.data<float>();
+  auto run = [&](const auto* idx) {
+#pragma omp parallel for schedule(static) if (n * F >= kMinParallelWork)
+    for (int64_t r = 0; r < n; ++r) {
+      std::fill(o + r * F, o + (r + 1) * F, 0.f);
+      // Added, not stored: a hand-made CBSR that repeats a column gets the sum of its gradients.
+      for (int64_t j = 0; j < k; ++j) o[r * F + idx[r * k + j]] += d[r * k + j];
+    }
+  };
+  if (index.dtype() == DType::u8) run(index.data<uint8_t>());
+  else run(index.data<uint16_t>());
+}
+
+void cpu_cbsr_spgemm(const Graph& g, const float* w, const Cbsr& x, Tensor& out, bool reference) {
+  dispatch_idx(g.index_dtype(), x.index.dtype(), [&](auto itag, auto jtag) {
+    spgemm_t<decltype(itag), decltype(jtag)>(g, w, x, out, reference);
+  });
+}
+
+void cpu_cbsr_sspmm(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x,
+                    Tensor& d_data, bool reference) {
+  dispatch_idx(g.index_dtype(), x.index.dtype(), [&](auto itag, auto jtag) {
+    sspmm_t<decltype(itag), decltype(jtag)>(g, w, d_out, x, d_data, reference);
+  });
+}
+
+}  // namespace spgnn::detail

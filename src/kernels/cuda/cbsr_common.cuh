@@ -1,0 +1,166 @@
+// Internal: pieces shared by the CBSR SpGEMM (cbsr_spgemm.cu) and SSpMM (cbsr_sspmm.cu) kernels:
+// the warp-segment table of a graph (cached in Graph::cache), the lane geometry over the k kept
+// values of a row, vector loads / atomics and the block shape. Included by .cu files only.
+//
+// Work unit: a segment = at most S consecutive edges of one row (the paper's edge groups: a row
+// longer than S is split, so a hub row never serialises one warp). One warp per segment; rows
+// with no edges get one empty segment so the forward kernel writes their zeros with plain stores.
+// Inside a warp, a CBSR row of k values is covered by L lanes holding V consecutive values each
+// (float4/float2/float by k's divisibility); the warp's 32 / L lane groups take different edges of
+// the segment (MaxK-GNN: floor(32/k) edge groups share a warp when k <= 16, else a warp walks one
+// edge group), and when k / V > 32 a group walks the row in passes of 32 vectors.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda_check.cuh"
+#include "spgnn/graph.hpp"
+#include "spgnn/ops.hpp"
+
+namespace spgnn::detail::cbsr {
+
+constexpr int kDefaultWarps = 8;
+constexpr int kMaxWarps = 16;
+// Shared memory one block may use for its warps' F-float row buffers; wider rows (F > 24576)
+// take the buffer-less path.
+constexpr int64_t kMaxBlockSmem = 96 * 1024;
+// Edge batches: a lane group issues the loads of kUnroll edges before using any of them.
+constexpr int kUnroll = 4;
+
+// The segment table (see above), device arrays of the graph's index type.
+struct Segments {
+  int64_t segment = 0;     // S: edges per segment
+  int64_t count = 0;       // segments
+  int64_t n_split = 0;     // rows longer than S (their output rows are summed with atomics)
+  const void* row = nullptr;         // [count] row of each segment
+  const void* begin = nullptr;       // [count] first edge of each segment
+  const void* split_rows = nullptr;  // [n_split]
+};
+// Built on the host from rowptr at the first call for (graph structure, S), then reused.
+Segments segments_for(const Graph& g, int64_t segment);
+// S when the schedule does not set it: the next power of two >= 4 * average degree, clamped to
+// [256, 4096] (Reddit-like rows of ~500 edges stay whole; skewed graphs split only their hubs).
+int64_t default_segment(const Graph& g);
+
+struct Geometry {
+  int V = 1;       // values per lane
+  int nv = 0;      // vectors per CBSR row (k / V)
+  int l_log2 = 0;  // log2(lanes per edge group), at most 5
+  int passes = 1;  // passes of 32 vectors when nv > 32
+};
+inline bool aligned_to(const void* p, int bytes) {
+  return p == nullptr || reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
+}
+// `ptrs[i]` must be aligned to `bytes_per_value[i] * V` for vector width V.
+inline Geometry make_geometry(int64_t k, const void* const* ptrs, const int* bytes_per_value,
+                              int nptrs) {
+  Geometry g;
+  int V = k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
+  for (int i = 0; i < nptrs; ++i)
+    while (V > 1 && !aligned_to(ptrs[i], bytes_per_value[i] * V)) V /= 2;
+  g.V = V;
+  g.nv = static_cast<int>(k / V);
+  int lg = 0;
+  while (lg < 5 && (1 << lg) < g.nv) ++lg;
+  g.l_log2 = lg;
+  g.passes = (g.nv + 31) / 32;
+  return g;
+}
+
+// Warps per block and whether the F-float row buffer lives in shared memory.
+struct BlockShape {
+  int warps = kDefaultWarps;
+  bool smem = true;
+  size_t smem_bytes = 0;
+};
+inline BlockShape block_shape(int64_t F, int64_t requested_warps, bool smem_buffer) {
+  BlockShape b;
+  b.warps = requested_warps > 0 ? static_cast<int>(requested_warps) : kDefaultWarps;
+  const int64_t row_bytes = (F * 4 + 15) / 16 * 16;
+  const int64_t fit = kMaxBlockSmem / row_bytes;
+  b.smem = smem_buffer && fit >= 1;
+  if (b.smem) {
+    if (b.warps > fit) b.warps = static_cast<int>(fit);
+    b.smem_bytes = static_cast<size_t>(b.warps * row_bytes);
+  }
+  return b;
+}
+
+template <class Kernel>
+inline void allow_smem(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    SPGNN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(bytes)));
+}
+
+// Makes the graph's device current for the launches and restores the caller's afterwards.
+struct DeviceGuard {
+  int prev = 0;
+  bool changed = false;
+  explicit DeviceGuard(int dev) {
+    SPGNN_CUDA_CHECK(cudaGetDevice(&prev));
+    if (prev != dev) {
+      SPGNN_CUDA_CHECK(cudaSetDevice(dev));
+      changed = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (changed) cudaSetDevice(prev);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+};
+
+// ---- device helpers --------------------------------------------------------------------------
+template <int V>
+__device__ __forceinline__ void ldg_vec(float (&d)[V], const float* __restrict__ p) {
+  if constexpr (V == 4) {
+    const float4 t = __ldg(reinterpret_cast<const float4*>(p));
+    d[0] = t.x; d[1] = t.y; d[2] = t.z; d[3] = t.w;
+  } else if constexpr (V == 2) {
+    const float2 t = __ldg(reinterpret_cast<const float2*>(p));
+    d[0] = t.x; d[1] = t.y;
+  } else {
+    d[0] = __ldg(p);
+  }
+}
+
+// V consecutive CBSR column indices in one load (4 u8 = 4 bytes, 4 u16 = 8 bytes).
+template <class IdxT, int V>
+__device__ __forceinline__ void ldg_idx(int (&c)[V], const IdxT* __restrict__ p) {
+  if constexpr (sizeof(IdxT) == 1 && V == 4) {
+    const uchar4 t = __ldg(reinterpret_cast<const uchar4*>(p));
+    c[0] = t.x; c[1] = t.y; c[2] = t.z; c[3] = t.w;
+  } else if constexpr (sizeof(IdxT) == 1 && V == 2) {
+    const uchar2 t = __ldg(reinterpret_cast<const uchar2*>(p));
+    c[0] = t.x; c[1] = t.y;
+  } else if constexpr (sizeof(IdxT) == 2 && V == 4) {
+    const ushort4 t = __ldg(reinterpret_cast<const ushort4*>(p));
+    c[0] = t.x; c[1] = t.y; c[2] = t.z; c[3] = t.w;
+  } else if constexpr (sizeof(IdxT) == 2 && V == 2) {
+    const ushort2 t = __ldg(reinterpret_cast<const ushort2*>(p));
+    c[0] = t.x; c[1] = t.y;
+  } else {
+    c[0] = __ldg(p);
+  }
+}
+
+// One vector red.global.add on Hopper (float2/float4 atomicAdd), scalars elsewhere.
+template <int V>
+__device__ __forceinline__ void atomic_add_vec(float* p, const float (&d)[V]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (V == 4) {
+    atomicAdd(reinterpret_cast<float4*>(p), make_float4(d[0], d[1], d[2], d[3]));
+  } else if constexpr (V == 2) {
+    atomicAdd(reinterpret_cast<float2*>(p), make_float2(d[0], d[1]));
+  } else {
+    atomicAdd(p, d[0]);
+  }
+#else
+#pragma unroll
+  for (int q = 0; q < V; ++q) atomicAdd(p + q, d[q]);
+#endif
+}
+
+}  // namespace spgnn::detail::cbsr

@@ -1,0 +1,281 @@
+// MaxK-GNN forward (ASPLOS'24, §4.1): out = A * X with X in CBSR (k kept values per row), a
+// row-wise product with a shared-memory accumulation buffer.
+//
+// One warp per segment (<= S edges of one row; cbsr_common.cuh). The warp zeroes an F-float
+// buffer in shared memory; its lane groups (L lanes each, V values per lane) take the segment's
+// edges round-robin, load the source row's k values and k column indices with coalesced vector
+// loads (k * 5 bytes per edge with u8 indices instead of F * 4 for a dense row: the traffic
+// saving the paper builds on) and add w_e * value into buffer[index] with shared-memory atomics
+// (groups of one warp may hit the same column; the buffer is the warp's own, so no block
+// barrier is needed). Then the warp writes the buffer to the output row with coalesced float4
+// accesses: a plain store when the segment is the whole row (rows without edges store zeros this
+// way too), a vector atomic when the row was split. Only split rows are zeroed beforehand.
+// F too wide for the buffer (or smem_buffer=0): every product goes straight to global memory
+// with atomics after a memset of the output.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cbsr_common.cuh"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/maxk_kernels.hpp"
+
+namespace spgnn::detail {
+
+// ---- the segment table (shared with cbsr_sspmm.cu through cbsr_common.cuh) -------------------
+namespace cbsr {
+
+namespace {
+struct SegmentsOwner {
+  Segments view;
+  DeviceBuffer row, begin, split;
+};
+
+template <class I>
+std::shared_ptr<SegmentsOwner> build_segments(const Graph& g, int64_t S) {
+  const std::vector<I> rp = g.rowptr.to_vector<I>();
+  std::vector<I> seg_row, seg_begin, split;
+  seg_row.reserve(static_cast<size_t>(g.n_rows));
+  seg_begin.reserve(static_cast<size_t>(g.n_rows));
+  for (int64_t r = 0; r < g.n_rows; ++r) {
+    const int64_t b = rp[size_t(r)], deg = int64_t(rp[size_t(r) + 1]) - b;
+    if (deg > S) split.push_back(static_cast<I>(r));
+    const int64_t pieces = deg == 0 ? 1 : (deg + S - 1) / S;
+    for (int64_t q = 0; q < pieces; ++q) {
+      seg_row.push_back(static_cast<I>(r));
+      seg_begin.push_back(static_cast<I>(b + q * S));
+    }
+  }
+  auto o = std::make_shared<SegmentsOwner>();
+  auto upload = [](DeviceBuffer& buf, const std::vector<I>& v) {
+    buf.resize(v.size() * sizeof(I));
+    if (!v.empty())
+      SPGNN_CUDA_CHECK(cudaMemcpy(buf.get(), v.data(), v.size() * sizeof(I),
+                                  cudaMemcpyHostToDevice));
+  };
+  upload(o->row, seg_row);
+  upload(o->begin, seg_begin);
+  upload(o->split, split);
+  o->view.segment = S;
+  o->view.count = static_cast<int64_t>(seg_row.size());
+  o->view.n_split = static_cast<int64_t>(split.size());
+  o->view.row = o->row.get();
+  o->view.begin = o->begin.get();
+  o->view.split_rows = o->split.get();
+  return o;
+}
+}  // namespace
+
+Segments segments_for(const Graph& g, int64_t segment) {
+  // Keyed by index dtype too: a copy of a Graph with its arrays re-typed shares the cache.
+  const std::string key = "cbsr:segments:" + std::to_string(segment) + ":" +
+                          dtype_name(g.index_dtype());
+  std::lock_guard<std::mutex> lock(g.cache->mutex);
+  auto it = g.cache->items.find(key);
+  if (it != g.cache->items.end()) return std::static_pointer_cast<SegmentsOwner>(it->second)->view;
+  std::shared_ptr<SegmentsOwner> o = g.index_dtype() == DType::i64
+                                         ? build_segments<int64_t>(g, segment)
+                                         : build_segments<int32_t>(g, segment);
+  g.cache->items[key] = o;
+  return o->view;
+}
+
+int64_t default_segment(const Graph& g) {
+  const double avg = g.n_rows > 0 ? double(g.nnz()) / double(g.n_rows) : 0.0;
+  int64_t s = 256;
+  while (s < 4096 && double(s) < 4.0 * avg) s *= 2;
+  return s;
+}
+
+}  // namespace cbsr
+
+namespace {
+
+using cbsr::kUnroll;
+
+template <class I, class IdxT>
+struct SpgemmArgs {
+  const I* __restrict__ rowptr;
+  const I* __restrict__ col;
+  const I* __restrict__ seg_row;
+  const I* __restrict__ seg_begin;
+  const float* __restrict__ w;   // nullptr: every weight is 1
+  const float* __restrict__ xd;  // [n_cols, k]
+  const IdxT* __restrict__ xi;   // [n_cols, k]
+  float* __restrict__ out;       // [n_rows, F]
+  int64_t F, k, segment, nseg;
+  int nv, l_log2, passes;
+  int row_bytes;                 // shared bytes per warp
+  bool vec4_out;                 // F % 4 == 0 and out 16-byte aligned
+};
+
+template <class I, class IdxT, int V, bool kSmem>
+__global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
+    cbsr_spgemm_kernel(const SpgemmArgs<I, IdxT> a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int64_t s = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp;
+  if (s >= a.nseg) return;  // whole warps only: no block-level barrier below
+  const int64_t r = a.seg_row[s];
+  const int64_t row_begin = a.rowptr[r], row_end = a.rowptr[r + 1];
+  const int64_t e_begin = a.seg_begin[s];
+  const int64_t e_end = min(e_begin + a.segment, row_end);
+  const bool split = row_end - row_begin > a.segment;
+  const int F = static_cast<int>(a.F);
+  float* orow = a.out + r * a.F;
+
+  float* acc = orow;  // buffer-less path: the (zeroed) output row itself
+  if constexpr (kSmem) {
+    acc = reinterpret_cast<float*>(smem + warp * a.row_bytes);
+    for (int f = lane; f < F; f += 32) acc[f] = 0.f;
+    __syncwarp();
+  }
+
+  const int L = 1 << a.l_log2;
+  const int G = 32 >> a.l_log2;
+  const int grp = lane >> a.l_log2;
+  const int gl = lane & (L - 1);
+  for (int pass = 0; pass < a.passes; ++pass) {
+    const int vi = pass * L + gl;
+    const bool lane_ok = vi < a.nv;
+    const int64_t voff = static_cast<int64_t>(vi) * V;
+    for (int64_t e = e_begin + grp; e < e_end; e += static_cast<int64_t>(G) * kUnroll) {
+      float d[kUnroll][V], wt[kUnroll];
+      int c[kUnroll][V];
+      bool ok[kUnroll];
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        const int64_t ej = e + static_cast<int64_t>(j) * G;
+        ok[j] = lane_ok && ej < e_end;
+        if (ok[j]) {
+          const int64_t u = __ldg(a.col + ej);
+          wt[j] = a.w ? __ldg(a.w + ej) : 1.f;
+          cbsr::ldg_vec<V>(d[j], a.xd + u * a.k + voff);
+          cbsr::ldg_idx<IdxT, V>(c[j], a.xi + u * a.k + voff);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        if (!ok[j]) continue;
+#pragma unroll
+        for (int q = 0; q < V; ++q)
+          if (c[j][q] < F) atomicAdd(acc + c[j][q], wt[j] * d[j][q]);  // entries >= F: skipped
+      }
+    }
+  }
+  if constexpr (kSmem) {
+    __syncwarp();
+    if (a.vec4_out) {
+      const float4* b4 = reinterpret_cast<const float4*>(acc);
+      float4* o4 = reinterpret_cast<float4*>(orow);
+      for (int f = lane; f < F / 4; f += 32) {
+        const float4 v = b4[f];
+        if (split) {
+          const float t[4] = {v.x, v.y, v.z, v.w};
+          cbsr::atomic_add_vec<4>(orow + 4 * f, t);
+        } else {
+          o4[f] = v;
+        }
+      }
+    } else {
+      for (int f = lane; f < F; f += 32) {
+        if (split) atomicAdd(orow + f, acc[f]);
+        else orow[f] = acc[f];
+      }
+    }
+  }
+}
+
+// Zeroes the output rows that segments add into with atomics (rows longer than S).
+template <class I>
+__global__ void zero_split_rows_kernel(const I* __restrict__ rows, int64_t n_split, float* out,
+                                       int64_t F) {
+  const int lane = threadIdx.x & 31;
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (w >= n_split) return;
+  float* o = out + static_cast<int64_t>(rows[w]) * F;
+  for (int64_t f = lane; f < F; f += 32) o[f] = 0.f;
+}
+
+template <class I, class IdxT, int V, bool kSmem>
+void launch(const SpgemmArgs<I, IdxT>& a, const cbsr::BlockShape& bs, cudaStream_t st) {
+  const int64_t blocks = (a.nseg + bs.warps - 1) / bs.warps;
+  SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "cbsr_spgemm: graph too large for one grid");
+  auto kernel = cbsr_spgemm_kernel<I, IdxT, V, kSmem>;
+  const size_t smem = kSmem ? bs.smem_bytes : 0;
+  cbsr::allow_smem(kernel, smem);
+  kernel<<<static_cast<unsigned>(blocks), bs.warps * 32, smem, st>>>(a);
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+
+template <class I, class IdxT>
+void run(const Graph& g, const float* w, const Cbsr& x, Tensor& out, const CbsrParams& prm,
+         cudaStream_t st) {
+  const int64_t S = prm.segment > 0 ? prm.segment : cbsr::default_segment(g);
+  const cbsr::Segments seg = cbsr::segments_for(g, S);
+  const cbsr::BlockShape bs = cbsr::block_shape(x.F, prm.warps, prm.smem_buffer);
+  SpgemmArgs<I, IdxT> a{};
+  a.rowptr = g.rowptr.data<I>();
+  a.col = g.col.data<I>();
+  a.seg_row = static_cast<const I*>(seg.row);
+  a.seg_begin = static_cast<const I*>(seg.begin);
+  a.w = w;
+  a.xd = x.data.data<float>();
+  a.xi = x.index.data<IdxT>();
+  a.out = out.data<float>();
+  a.F = x.F;
+  a.k = x.k;
+  a.segment = S;
+  a.nseg = seg.count;
+  const void* ptrs[2] = {a.xd, a.xi};
+  const int bytes[2] = {4, static_cast<int>(sizeof(IdxT))};
+  const cbsr::Geometry geo = cbsr::make_geometry(x.k, ptrs, bytes, 2);
+  a.nv = geo.nv;
+  a.l_log2 = geo.l_log2;
+  a.passes = geo.passes;
+  a.row_bytes = static_cast<int>((x.F * 4 + 15) / 16 * 16);
+  a.vec4_out = x.F % 4 == 0 && cbsr::aligned_to(a.out, 16);
+  const size_t out_bytes = static_cast<size_t>(g.n_rows) * static_cast<size_t>(x.F) * 4;
+  if (!bs.smem) {
+    SPGNN_CUDA_CHECK(cudaMemsetAsync(a.out, 0, out_bytes, st));
+  } else if (seg.n_split > 0) {
+    const int64_t blocks = (seg.n_split + 7) / 8;
+    zero_split_rows_kernel<I><<<static_cast<unsigned>(blocks), 256, 0, st>>>(
+        static_cast<const I*>(seg.split_rows), seg.n_split, a.out, x.F);
+    SPGNN_CUDA_CHECK_LAUNCH();
+  }
+  if (a.nseg == 0) return;
+  auto go = [&](auto vtag) {
+    constexpr int V = decltype(vtag)::value;
+    if (bs.smem) launch<I, IdxT, V, true>(a, bs, st);
+    else launch<I, IdxT, V, false>(a, bs, st);
+  };
+  switch (geo.V) {
+    case 4: go(std::integral_constant<int, 4>{}); break;
+    case 2: go(std::integral_constant<int, 2>{}); break;
+    default: go(std::integral_constant<int, 1>{}); break;
+  }
+}
+
+}  // namespace
+
+void cuda_cbsr_spgemm(const Graph& g, const float* w, const Cbsr& x, Tensor& out,
+                      const CbsrParams& prm, void* stream) {
+  cbsr::DeviceGuard guard(g.device().index);
+  const cudaStream_t st = as_stream(stream);
+  if (g.n_rows == 0) return;
+  const bool i64 = g.index_dtype() == DType::i64;
+  const bool u8 = x.index.dtype() == DType::u8;
+  if (i64 && u8) run<int64_t, uint8_t>(g, w, x, out, prm, st);
+  else if (i64) run<int64_t, uint16_t>(g, w, x, out, prm, st);
+  else if (u8) run<int32_t, uint8_t>(g, w, x, out, prm, st);
+  else run<int32_t, uint16_t>(g, w, x, out, prm, st);
+}
+
+}  // namespace spgnn::detail

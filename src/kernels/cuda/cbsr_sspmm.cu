@@ -1,0 +1,183 @@
+// MaxK-GNN backward (ASPLOS'24, §4.2): d_data = (A^T * d_out) sampled at the CBSR pattern of X,
+// in the outer-product form: A is read in its stored row order (A^T is the same storage read the
+// other way, no second copy of the graph).
+//
+// One warp per segment (<= S edges of row v; cbsr_common.cuh). The warp prefetches the dense row
+// d_out[v, :] into shared memory with coalesced float4 loads, once for all the segment's edges.
+// Its lane groups then take the edges (v, u) round-robin: each lane loads V consecutive CBSR
+// column indices of u (one coalesced load per group), gathers d_out[v, index] from the shared
+// row — the irregular access stays on chip — multiplies by w_e and adds the V products into
+// d_data[u] with one vector atomic (red.global.add.v4.f32 on sm_90); a group's atomics cover
+// d_data[u]'s k contiguous floats, so they coalesce too. d_data is zeroed first (n_cols * k
+// floats, small next to the edge work). F too wide for the buffer (or smem_buffer=0): the
+// gather reads d_out from global memory instead.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/cbsr_common.cuh"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/maxk_kernels.hpp"
+
+namespace spgnn::detail {
+
+namespace {
+
+using cbsr::kUnroll;
+
+template <class I, class IdxT>
+struct SspmmArgs {
+  const I* __restrict__ rowptr;
+  const I* __restrict__ col;
+  const I* __restrict__ seg_row;
+  const I* __restrict__ seg_begin;
+  const float* __restrict__ w;      // nullptr: every weight is 1
+  const float* __restrict__ d_out;  // [n_rows, F]
+  const IdxT* __restrict__ xi;      // [n_cols, k]
+  float* __restrict__ d_data;       // [n_cols, k]
+  int64_t F, k, segment, nseg;
+  int nv, l_log2, passes;
+  int row_bytes;
+  bool vec4_in;                     // F % 4 == 0 and d_out 16-byte aligned
+};
+
+template <class I, class IdxT, int V, bool kSmem>
+__global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
+    cbsr_sspmm_kernel(const SspmmArgs<I, IdxT> a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int64_t s = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp;
+  if (s >= a.nseg) return;  // whole warps only: no block-level barrier below
+  const int64_t r = a.seg_row[s];
+  const int64_t e_begin = a.seg_begin[s];
+  const int64_t e_end = min(e_begin + a.segment, static_cast<int64_t>(a.rowptr[r + 1]));
+  if (e_begin >= e_end) return;  // a row without edges contributes nothing
+  const int F = static_cast<int>(a.F);
+  const float* drow = a.d_out + r * a.F;
+
+  const float* src = drow;
+  if constexpr (kSmem) {
+    float* buf = reinterpret_cast<float*>(smem + warp * a.row_bytes);
+    if (a.vec4_in) {
+      const float4* d4 = reinterpret_cast<const float4*>(drow);
+      float4* b4 = reinterpret_cast<float4*>(buf);
+      for (int f = lane; f < F / 4; f += 32) b4[f] = __ldg(d4 + f);
+    } else {
+      for (int f = lane; f < F; f += 32) buf[f] = __ldg(drow + f);
+    }
+    __syncwarp();
+    src = buf;
+  }
+  auto gather = [&](int c) -> float {
+    if (c >= F) return 0.f;  // entries >= F: skipped
+    if constexpr (kSmem) return src[c];
+    else return __ldg(src + c);
+  };
+
+  const int L = 1 << a.l_log2;
+  const int G = 32 >> a.l_log2;
+  const int grp = lane >> a.l_log2;
+  const int gl = lane & (L - 1);
+  for (int pass = 0; pass < a.passes; ++pass) {
+    const int vi = pass * L + gl;
+    if (vi >= a.nv) break;  // no shuffles below: idle lanes may leave
+    const int64_t voff = static_cast<int64_t>(vi) * V;
+    for (int64_t e = e_begin + grp; e < e_end; e += static_cast<int64_t>(G) * kUnroll) {
+      int64_t u[kUnroll];
+      float wt[kUnroll];
+      int c[kUnroll][V];
+      bool ok[kUnroll];
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        const int64_t ej = e + static_cast<int64_t>(j) * G;
+        ok[j] = ej < e_end;
+        if (ok[j]) {
+          u[j] = __ldg(a.col + ej);
+          wt[j] = a.w ? __ldg(a.w + ej) : 1.f;
+          cbsr::ldg_idx<IdxT, V>(c[j], a.xi + u[j] * a.k + voff);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        if (!ok[j]) continue;
+        float v[V];
+#pragma unroll
+        for (int q = 0; q < V; ++q) v[q] = wt[j] * gather(c[j][q]);
+        cbsr::atomic_add_vec<V>(a.d_data + u[j] * a.k + voff, v);
+      }
+    }
+  }
+}
+
+template <class I, class IdxT, int V, bool kSmem>
+void launch(const SspmmArgs<I, IdxT>& a, const cbsr::BlockShape& bs, cudaStream_t st) {
+  const int64_t blocks = (a.nseg + bs.warps - 1) / bs.warps;
+  SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "cbsr_sspmm: graph too large for one grid");
+  auto kernel = cbsr_sspmm_kernel<I, IdxT, V, kSmem>;
+  const size_t smem = kSmem ? bs.smem_bytes : 0;
+  cbsr::allow_smem(kernel, smem);
+  kernel<<<static_cast<unsigned>(blocks), bs.warps * 32, smem, st>>>(a);
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+
+template <class I, class IdxT>
+void run(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Tensor& d_data,
+         const CbsrParams& prm, cudaStream_t st) {
+  SPGNN_CUDA_CHECK(cudaMemsetAsync(d_data.data<float>(), 0,
+                                   static_cast<size_t>(g.n_cols) * static_cast<size_t>(x.k) * 4,
+                                   st));
+  if (g.nnz() == 0 || g.n_rows == 0) return;
+  const int64_t S = prm.segment > 0 ? prm.segment : cbsr::default_segment(g);
+  const cbsr::Segments seg = cbsr::segments_for(g, S);
+  const cbsr::BlockShape bs = cbsr::block_shape(x.F, prm.warps, prm.smem_buffer);
+  SspmmArgs<I, IdxT> a{};
+  a.rowptr = g.rowptr.data<I>();
+  a.col = g.col.data<I>();
+  a.seg_row = static_cast<const I*>(seg.row);
+  a.seg_begin = static_cast<const I*>(seg.begin);
+  a.w = w;
+  a.d_out = d_out.data<float>();
+  a.xi = x.index.data<IdxT>();
+  a.d_data = d_data.data<float>();
+  a.F = x.F;
+  a.k = x.k;
+  a.segment = S;
+  a.nseg = seg.count;
+  const void* ptrs[2] = {a.d_data, a.xi};
+  const int bytes[2] = {4, static_cast<int>(sizeof(IdxT))};
+  const cbsr::Geometry geo = cbsr::make_geometry(x.k, ptrs, bytes, 2);
+  a.nv = geo.nv;
+  a.l_log2 = geo.l_log2;
+  a.passes = geo.passes;
+  a.row_bytes = static_cast<int>((x.F * 4 + 15) / 16 * 16);
+  a.vec4_in = x.F % 4 == 0 && cbsr::aligned_to(a.d_out, 16);
+  auto go = [&](auto vtag) {
+    constexpr int V = decltype(vtag)::value;
+    if (bs.smem) launch<I, IdxT, V, true>(a, bs, st);
+    else launch<I, IdxT, V, false>(a, bs, st);
+  };
+  switch (geo.V) {
+    case 4: go(std::integral_constant<int, 4>{}); break;
+    case 2: go(std::integral_constant<int, 2>{}); break;
+    default: go(std::integral_constant<int, 1>{}); break;
+  }
+}
+
+}  // namespace
+
+void cuda_cbsr_sspmm(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x,
+                     Tensor& d_data, const CbsrParams& prm, void* stream) {
+  cbsr::DeviceGuard guard(g.device().index);
+  const cudaStream_t st = as_stream(stream);
+  if (g.n_cols == 0) return;
+  const bool i64 = g.index_dtype() == DType::i64;
+  const bool u8 = x.index.dtype() == DType::u8;
+  if (i64 && u8) run<int64_t, uint8_t>(g, w, d_out, x, d_data, prm, st);
+  else if (i64) run<int64_t, uint16_t>(g, w, d_out, x, d_data, prm, st);
+  else if (u8) run<int32_t, uint8_t>(g, w, d_out, x, d_data, prm, st);
+  else run<int32_t, uint16_t>(g, w, d_out, x, d_data, prm, st);
+}
+
+}  // namespace spgnn::detail

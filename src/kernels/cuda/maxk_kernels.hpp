@@ -1,0 +1,34 @@
+// Internal: host entry points of the MaxK-GNN CUDA kernels (maxk.cu, cbsr_spgemm.cu,
+// cbsr_sspmm.cu). Plain C++ (no CUDA types) so the front door, compiled by the host compiler, can
+// call them. Arguments arrive checked by src/dispatch/maxk_ops.cpp (shapes, dtypes, devices).
+#pragma once
+#include <cstdint>
+
+#include "spgnn/graph.hpp"
+#include "spgnn/ops.hpp"
+#include "spgnn/tensor.hpp"
+
+namespace spgnn::detail {
+
+// Tunables of the CBSR kernels, from OpOptions.schedule.params (0 = the launcher's choice).
+struct CbsrParams {
+  int64_t warps = 0;          // warps per block (1..16); default 8, fewer when F is wide
+  int64_t segment = 0;        // edges per warp segment (a row longer than this is split);
+                              // default: next power of two >= 4 * average degree, in [256, 4096]
+  bool smem_buffer = true;    // false: accumulate straight into global memory (ablation and the
+                              // path for F too wide for a shared-memory row buffer)
+};
+
+// Top-k of each row of x [n, F] (f32, CUDA) into data [n, k] f32 and index [n, k] (u8 / u16).
+void cuda_maxk(const Tensor& x, int64_t k, Tensor& data, Tensor& index, void* stream);
+// dx [n, F] = zeros with d_data scattered (added) at index.
+void cuda_maxk_backward(const Tensor& d_data, const Tensor& index, int64_t F, Tensor& dx,
+                        void* stream);
+// out [n_rows, F] = A * X_cbsr; w = edge weights [nnz] or nullptr for 1.
+void cuda_cbsr_spgemm(const Graph& g, const float* w, const Cbsr& x, Tensor& out,
+                      const CbsrParams& prm, void* stream);
+// d_data [n_cols, k] = (A^T * d_out) sampled at x.index; w as above.
+void cuda_cbsr_sspmm(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x,
+                     Tensor& d_data, const CbsrParams& prm, void* stream);
+
+}  // namespace spgnn::detail

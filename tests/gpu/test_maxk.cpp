@@ -1,0 +1,299 @@
+// MaxK-GNN on the GPU (strategy "gpu") against the CPU oracle cpu_ref: maxk bit-exact (values and
+// columns, ties included) for F in {16, 64, 256, 300} and k in {1, 2, 7, 8, 16, 32, 64, 96, 128,
+// 192, F}, on rows of random values, few distinct values, equal values and signed zeros /
+// infinities; maxk_backward; cbsr_spgemm and cbsr_sspmm (rel error < 1e-5) on every graph kind of
+// test_util.hpp, int32 and int64 indices, each source of edge weights, and the kernel parameters
+// (split rows, the buffer-less path, one warp per block, a stream). Outputs are poisoned with NaN
+// first. SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and sweeps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spgnn/ops.hpp"
+#include "test_util.hpp"
+
+#if SPGNN_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace spgnn::test {
+namespace {
+
+[[maybe_unused]] constexpr double kTol = 1e-5;
+[[maybe_unused]] const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+[[maybe_unused]] bool quick() {
+  const char* q = std::getenv("SPGNN_TEST_QUICK");
+  return q && *q && std::string(q) != "0";
+}
+[[maybe_unused]] int64_t graph_n() { return quick() ? 300 : 1500; }
+[[maybe_unused]] std::vector<int64_t> widths() {
+  if (quick()) return {16, 300};
+  return {16, 64, 256, 300};
+}
+[[maybe_unused]] std::vector<int64_t> ks_for(int64_t F) {
+  std::vector<int64_t> ks;
+  const std::vector<int64_t> all = quick() ? std::vector<int64_t>{1, 7, 16, 96}
+                                           : std::vector<int64_t>{1, 2, 7, 8, 16, 32, 64, 96,
+                                                                  128, 192};
+  for (int64_t k : all)
+    if (k < F) ks.push_back(k);
+  ks.push_back(F);
+  return ks;
+}
+[[maybe_unused]] std::vector<GraphKind> kinds() {
+  if (quick()) return {GraphKind::rmat, GraphKind::half_row, GraphKind::empty_rows,
+                       GraphKind::single, GraphKind::no_edges};
+  return all_graph_kinds();
+}
+
+[[maybe_unused]] OpOptions strategy(const std::string& name,
+                                    std::map<std::string, int64_t> params = {}) {
+  OpOptions o;
+  o.schedule.strategy = name;
+  o.schedule.params = std::move(params);
+  return o;
+}
+
+[[maybe_unused]] uint32_t key_of(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b ^ ((b & 0x80000000u) ? 0xffffffffu : 0x80000000u);
+}
+
+// Rows of four kinds: uniform random; few distinct values; all equal; signed zeros, infinities
+// and tiny values.
+[[maybe_unused]] Tensor maxk_input(int64_t n, int64_t F, uint64_t seed) {
+  Tensor x = random_tensor({n, F}, seed);
+  float* p = x.data<float>();
+  std::mt19937_64 rng(seed + 99);
+  const float special[] = {0.f, -0.f, 1e-38f, -1e-38f, INFINITY, -INFINITY, 1.f, -1.f};
+  for (int64_t r = 0; r < n; ++r) {
+    float* row = p + r * F;
+    switch (r % 4) {
+      case 1: for (int64_t j = 0; j < F; ++j) row[j] = float(rng() % 3) - 1.f; break;
+      case 2: for (int64_t j = 0; j < F; ++j) row[j] = 0.25f; break;
+      case 3: for (int64_t j = 0; j < F; ++j) row[j] = special[rng() % 8]; break;
+      default: break;
+    }
+  }
+  return x;
+}
+
+[[maybe_unused]] Cbsr to_device(const Cbsr& c) {
+  Cbsr d = c;
+  d.data = c.data.to(Device::cuda());
+  d.index = c.index.to(Device::cuda());
+  return d;
+}
+
+[[maybe_unused]] ::testing::AssertionResult same_cbsr(const Cbsr& got_dev, const Cbsr& ref) {
+  const Tensor gd = got_dev.data.to(Device::cpu());
+  const Tensor gi = got_dev.index.to(Device::cpu()).astype(DType::i64);
+  const Tensor ri = ref.index.astype(DType::i64);
+  if (gd.shape() != ref.data.shape() || got_dev.index.dtype() != ref.index.dtype())
+    return ::testing::AssertionFailure() << "shape or index dtype differs";
+  for (int64_t i = 0; i < ref.data.numel(); ++i) {
+    if (gi.data<int64_t>()[i] != ri.data<int64_t>()[i] ||
+        key_of(gd.data<float>()[i]) != key_of(ref.data.data<float>()[i]))
+      return ::testing::AssertionFailure()
+             << "row " << i / ref.k << " slot " << i % ref.k << ": got column "
+             << gi.data<int64_t>()[i] << " value " << gd.data<float>()[i] << ", expected column "
+             << ri.data<int64_t>()[i] << " value " << ref.data.data<float>()[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+[[maybe_unused]] Graph with_index(const Graph& g, DType idx) {
+  if (g.index_dtype() == idx) return g;
+  Graph h = g;
+  h.row = g.row.astype(idx);
+  h.col = g.col.astype(idx);
+  h.rowptr = g.rowptr.astype(idx);
+  return h;
+}
+
+struct Graphs {
+  Graph host, dev;
+};
+[[maybe_unused]] const Graphs& graphs(GraphKind kind, DType idx) {
+  static std::map<std::pair<int, int>, Graphs> cache;
+  const auto key = std::make_pair(static_cast<int>(kind), static_cast<int>(idx));
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    Graphs g;
+    g.host = with_index(random_graph(kind, graph_n(), seed_for(300 + static_cast<int>(kind))), idx);
+    g.dev = g.host.to(Device::cuda());
+    it = cache.emplace(key, std::move(g)).first;
+  }
+  return it->second;
+}
+
+TEST(MaxkGpu, MaxkMatchesReferenceBitExact) {
+  SPGNN_REQUIRE_GPU();
+  const int64_t n = quick() ? 64 : 1000;
+  std::vector<int64_t> Fs = widths();
+  if (!quick()) Fs.insert(Fs.end(), {1, 33, 1000});
+  for (int64_t F : Fs) {
+    const Tensor x = maxk_input(n, F, seed_for(10 + uint64_t(F)));
+    const Tensor xd = x.to(Device::cuda());
+    for (int64_t k : ks_for(F)) {
+      SCOPED_TRACE("F=" + std::to_string(F) + " k=" + std::to_string(k) +
+                   " SPGNN_TEST_SEED=" + std::to_string(base_seed()));
+      const Cbsr ref = maxk(x, k, strategy("cpu_ref"));
+      const Cbsr got = maxk(xd, k);  // auto on CUDA data = gpu
+      EXPECT_TRUE(got.data.device().is_cuda());
+      EXPECT_TRUE(same_cbsr(got, ref));
+    }
+  }
+}
+
+TEST(MaxkGpu, MaxkRowTooWideForSharedMemory) {
+  SPGNN_REQUIRE_GPU();
+  // F > 24576 floats: the kernel re-reads x from global memory each round.
+  const int64_t F = 30000;
+  const Tensor x = maxk_input(8, F, seed_for(21));
+  for (int64_t k : {int64_t{1}, int64_t{100}, int64_t{4099}, F}) {
+    SCOPED_TRACE("k=" + std::to_string(k));
+    EXPECT_TRUE(same_cbsr(maxk(x.to(Device::cuda()), k), maxk(x, k, strategy("cpu_ref"))));
+  }
+}
+
+TEST(MaxkGpu, MaxkBackward) {
+  SPGNN_REQUIRE_GPU();
+  for (int64_t F : {16, 300}) {
+    const Tensor x = maxk_input(200, F, seed_for(30 + uint64_t(F)));
+    const Cbsr c = maxk(x, 7, strategy("cpu_ref"));
+    const Tensor d = random_tensor({200, 7}, seed_for(31));
+    const Tensor ref = maxk_backward(c, d, strategy("cpu_ref"));
+    const Tensor got = maxk_backward(to_device(c), d.to(Device::cuda()));
+    EXPECT_EQ(got.to_vector<float>(), ref.to_vector<float>()) << "F=" << F;
+  }
+}
+
+#if SPGNN_WITH_CUDA
+int g_failures = 0;
+
+// weights: 0 = explicit e [nnz], 1 = explicit e [nnz, 1], 2 = graph values, 3 = none (ones).
+void check_products(GraphKind kind, DType idx, int64_t F, int64_t k, int weights,
+                    const OpOptions& gpu, cudaStream_t stream = nullptr) {
+  if (g_failures > 20) return;
+  const Graphs& G = graphs(kind, idx);
+  static uint64_t salt = 0;
+  const uint64_t seed = seed_for(5000 + ++salt);
+  std::ostringstream what;
+  what << "graph=" << kind_name(kind) << " idx=" << dtype_name(idx) << " F=" << F << " k=" << k
+       << " weights=" << weights << " " << gpu.schedule.str() << (stream ? " (stream)" : "")
+       << " seed=" << seed;
+  SCOPED_TRACE(what.str());
+  Graph host = G.host, dev = G.dev;
+  if (weights == 3) {
+    host.val = Tensor();
+    dev.val = Tensor();
+  }
+  Tensor e_h, e_d;
+  if (weights == 0) e_h = random_tensor({host.nnz()}, seed + 1, 0.5f, 1.5f);
+  if (weights == 1) e_h = random_tensor({host.nnz(), 1}, seed + 1, 0.5f, 1.5f);
+  if (e_h.defined()) e_d = e_h.to(Device::cuda());
+  const Cbsr x = maxk(random_tensor({host.n_cols, F}, seed + 2), k, strategy("cpu_ref"));
+  const Cbsr xd = to_device(x);
+  OpOptions o = gpu;
+  o.stream = stream;
+
+  Tensor ref;
+  cbsr_spgemm(host, x, e_h, ref, strategy("cpu_ref"));
+  Tensor out = Tensor::empty({host.n_rows, F}, DType::f32, Device::cuda());
+  out.fill_(NAN, stream);
+  cbsr_spgemm(dev, xd, e_d, out, o);
+
+  const Tensor d_out = random_tensor({host.n_rows, F}, seed + 3);
+  Tensor dref;
+  cbsr_sspmm(host, e_h, d_out, x, dref, strategy("cpu_ref"));
+  Tensor dd = Tensor::empty({host.n_cols, k}, DType::f32, Device::cuda());
+  dd.fill_(NAN, stream);
+  cbsr_sspmm(dev, e_d, d_out.to(Device::cuda()), xd, dd, o);
+  if (stream) {
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  }
+  const double err_f = rel_error(out, ref), err_b = rel_error(dd, dref);
+  EXPECT_LT(err_f, kTol) << "cbsr_spgemm";
+  EXPECT_LT(err_b, kTol) << "cbsr_sspmm";
+  if (!(err_f < kTol) || !(err_b < kTol)) ++g_failures;
+}
+#endif
+
+TEST(MaxkGpu, CbsrProductsEveryGraphKindWidthAndK) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  int salt = 0;
+  for (GraphKind kind : kinds())
+    for (DType idx : {DType::i32, DType::i64}) {
+      if (quick() && idx == DType::i64 && kind != GraphKind::rmat) continue;
+      for (int64_t F : widths())
+        for (int64_t k : ks_for(F)) {
+          // int64 graphs take a spread of k (the kernels are the same templates over the index).
+          if (idx == DType::i64 && ++salt % 3 != 0 && k != F) continue;
+          check_products(kind, idx, F, k, (salt + int(k)) % 4, strategy("gpu"));
+        }
+    }
+#endif
+}
+
+TEST(MaxkGpu, CbsrProductsParameters) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  // segment=32 splits most rows (zeroed split rows, atomic write-back); smem_buffer=0 is the
+  // buffer-less path; warps=1 and 16 change the block shape.
+  const std::vector<std::map<std::string, int64_t>> params = {
+      {{"segment", 32}}, {{"smem_buffer", 0}}, {{"warps", 1}}, {{"warps", 16}, {"segment", 256}},
+      {{"segment", 65536}}};
+  for (const auto& p : params)
+    for (GraphKind kind : {GraphKind::rmat, GraphKind::half_row, GraphKind::star,
+                           GraphKind::empty_rows})
+      for (int64_t F : {int64_t{64}, int64_t{300}})
+        for (int64_t k : {int64_t{2}, int64_t{7}, int64_t{16}, int64_t{96}, F}) {
+          if (quick() && k != 7 && k != F) continue;
+          check_products(kind, DType::i32, F, k, int(k % 4), strategy("gpu", p));
+        }
+#endif
+}
+
+TEST(MaxkGpu, CbsrProductsOnAStream) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  check_products(GraphKind::rmat, DType::i32, 256, 16, 2, strategy("auto"), s);
+  check_products(GraphKind::half_row, DType::i64, 300, 32, 0, strategy("gpu", {{"segment", 64}}),
+                 s);
+  cudaStreamDestroy(s);
+#endif
+}
+
+TEST(MaxkGpu, WrongDeviceIsAClearError) {
+  SPGNN_REQUIRE_GPU();
+  const Graph& g = graphs(GraphKind::uniform, DType::i32).dev;
+  const Cbsr host_x = maxk(random_tensor({g.n_cols, 16}, seed_for(40)), 4);
+  Tensor out;
+  try {
+    cbsr_spgemm(g, host_x, Tensor(), out);
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& ex) {
+    EXPECT_NE(std::string(ex.what()).find("x.data"), std::string::npos) << ex.what();
+  }
+  OpOptions cpu;
+  cpu.schedule.strategy = "cpu";
+  EXPECT_THROW(maxk(random_tensor({4, 16}, 1).to(Device::cuda()), 3, cpu), Unsupported);
+}
+
+}  // namespace
+}  // namespace spgnn::test
