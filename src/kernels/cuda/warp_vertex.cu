@@ -1,0 +1,263 @@
+// TLPGNN vertex-parallel SpMM (HPDC'22, §4-6), strategy `warp_vertex`, on the CSR view.
+//
+// One warp per destination vertex, lanes over features ("feature parallelism": consecutive
+// lanes read consecutive features of one neighbour, so every gather is one coalesced row). The
+// row bounds and the running result live in registers for the whole row, so each output row is
+// written once, with a plain store: no atomics, no zero-fill pass. When F needs fewer than 32
+// lanes (F/V < 32 vectors of V floats), a warp is split into groups of G = next_pow2(F/V) lanes
+// and each group owns one vertex — otherwise 32 - G lanes would idle on every load. Rows wider
+// than 32 vectors are walked in passes of 32 vectors; the row's column indices are re-read per
+// pass (from L1), which costs far less than holding 8 accumulators per lane at F = 1024.
+// The group loads G column indices (and scalar edge values) of its row at once, coalesced, and
+// broadcasts them lane by lane with __shfl_sync, so the gathers of 4 neighbours are in flight
+// together.
+//
+// Work assignment (§6), `assign`: hardware = one group per vertex, a grid as large as the graph,
+// the block scheduler balancing; software = a persistent grid whose warps take `step` warp-tasks
+// (32/G vertices each) at a time from a global atomic counter until the pool is empty. auto
+// (assign=0) follows the paper's discriminant: software when n > 1M (hardware would launch too
+// many blocks) or the average degree is > 50 (a vertex's work dwarfs the atomic).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/gnnone_common.cuh"
+#include "kernels/cuda/spmm_message.cuh"
+
+namespace spgnn::detail {
+
+namespace {
+
+using namespace rowpar;
+
+// The paper's discriminant between hardware and software assignment.
+constexpr int64_t kSoftwareMinVertices = 1000000;
+constexpr double kSoftwareMinAvgDegree = 50.0;
+// Resident warps per SM on sm_80/sm_90: the persistent grid of software assignment fills them.
+constexpr int kWarpsPerSm = 64;
+constexpr int kUnroll = 4;
+
+template <class IndexT>
+struct WvArgs {
+  const IndexT* __restrict__ rowptr;
+  const IndexT* __restrict__ col;
+  const float* __restrict__ u;
+  const float* __restrict__ e;
+  float* __restrict__ out;
+  unsigned long long* counter;  // software assignment: next free warp-task
+  int64_t n;
+  int64_t F;
+  int64_t n_tasks;  // warp-tasks = ceil(n / groups per warp)
+  int nv;
+  int g_log2;
+  int passes;
+  int binop;
+  int step;
+  bool mean;
+  bool software;
+};
+
+template <class IndexT, int V, int kMode>
+__device__ __forceinline__ void vertex(const WvArgs<IndexT>& p, int64_t v, int gl, int G,
+                                       unsigned gmask) {
+  // Row bounds in registers for the whole row (TLPGNN's "register caching").
+  const int64_t beg = __ldg(p.rowptr + v), end = __ldg(p.rowptr + v + 1);
+  const float scale = (p.mean && end > beg) ? 1.f / static_cast<float>(end - beg) : 1.f;
+  float* orow = p.out + v * p.F;
+  for (int pass = 0; pass < p.passes; ++pass) {
+    const int vi = pass * G + gl;
+    const bool ok = vi < p.nv;
+    const int64_t foff = static_cast<int64_t>(vi) * V;
+    float acc[V];
+    gnnone::zero_vec(acc);
+    auto fold = [&](IndexT c, float w, int64_t edge) {
+      if (!ok) return;
+      float x[V], y[V];
+      if constexpr (kMode != kCopyE) gnnone::ldg_vec<V>(x, p.u + static_cast<int64_t>(c) * p.F + foff);
+      if constexpr (kMode == kCopyE || kMode == kUOpEWide)
+        gnnone::ldg_vec<V>(y, p.e + edge * p.F + foff);
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        if constexpr (kMode == kCopyU) acc[q] += x[q];
+        else if constexpr (kMode == kCopyE) acc[q] += y[q];
+        else if constexpr (kMode == kUOpEScalar) acc[q] += apply(p.binop, x[q], w);
+        else acc[q] += apply(p.binop, x[q], y[q]);
+      }
+    };
+    for (int64_t base = beg; base < end; base += G) {
+      const int cnt = static_cast<int>(min(static_cast<int64_t>(G), end - base));
+      const IndexT my_c = gl < cnt ? __ldg(p.col + base + gl) : IndexT(0);
+      float my_w = 0.f;
+      if constexpr (kMode == kUOpEScalar) my_w = gl < cnt ? __ldg(p.e + base + gl) : 0.f;
+      int j = 0;
+      for (; j + kUnroll <= cnt; j += kUnroll) {
+        IndexT c[kUnroll];
+        float w[kUnroll];
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          c[k] = __shfl_sync(gmask, my_c, j + k, G);
+          w[k] = kMode == kUOpEScalar ? __shfl_sync(gmask, my_w, j + k, G) : 0.f;
+        }
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) fold(c[k], w[k], base + j + k);
+      }
+      for (; j < cnt; ++j) {
+        const IndexT c = __shfl_sync(gmask, my_c, j, G);
+        const float w = kMode == kUOpEScalar ? __shfl_sync(gmask, my_w, j, G) : 0.f;
+        fold(c, w, base + j);
+      }
+    }
+    if (ok) {
+#pragma unroll
+      for (int q = 0; q < V; ++q) acc[q] *= scale;
+      gnnone::st_vec<V>(orow + foff, acc);
+    }
+  }
+}
+
+template <class IndexT, int V, int kMode>
+__global__ void __launch_bounds__(gnnone::kMaxThreads) warp_vertex_kernel(const WvArgs<IndexT> p) {
+  const int lane = threadIdx.x & 31;
+  const int G = 1 << p.g_log2;
+  const int gpw = 32 >> p.g_log2;  // vertices (groups) per warp
+  const int grp = lane >> p.g_log2;
+  const int gl = lane & (G - 1);
+  const unsigned gmask = G == 32 ? 0xffffffffu : ((1u << G) - 1u) << (grp * G);
+  if (!p.software) {
+    const int64_t task = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int64_t v = task * gpw + grp;
+    if (v < p.n) vertex<IndexT, V, kMode>(p, v, gl, G, gmask);
+    return;
+  }
+  // Software task pool (Algorithm 1): lane 0 claims `step` warp-tasks, the warp shares them.
+  for (;;) {
+    unsigned long long first = 0;
+    if (lane == 0) first = atomicAdd(p.counter, static_cast<unsigned long long>(p.step));
+    first = __shfl_sync(0xffffffffu, first, 0);
+    if (first >= static_cast<unsigned long long>(p.n_tasks)) return;
+    const int64_t last = min(static_cast<int64_t>(first) + p.step, p.n_tasks);
+    for (int64_t task = static_cast<int64_t>(first); task < last; ++task) {
+      const int64_t v = task * gpw + grp;
+      if (v < p.n) vertex<IndexT, V, kMode>(p, v, gl, G, gmask);
+    }
+    __syncwarp();
+  }
+}
+
+// One task counter per (device, stream): launches on one stream are ordered, so the memset that
+// resets the counter and the kernel that drains it never overlap another call's. Never freed
+// (process lifetime; freeing at exit would race the CUDA runtime's own teardown).
+unsigned long long* task_counter(int device, cudaStream_t st) {
+  static std::mutex mutex;
+  static auto* counters = new std::map<std::pair<int, cudaStream_t>, DeviceBuffer>();
+  std::lock_guard<std::mutex> lock(mutex);
+  DeviceBuffer& b = (*counters)[{device, st}];
+  b.reserve(sizeof(unsigned long long));
+  return static_cast<unsigned long long*>(b.get());
+}
+
+int sm_count(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> counts;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = counts.find(device);
+  if (it != counts.end()) return it->second;
+  int sms = 0;
+  SPGNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  counts[device] = sms;
+  return sms;
+}
+
+template <class IndexT, int V, int kMode>
+void launch(const WvArgs<IndexT>& a, int warps, int device, cudaStream_t st) {
+  int64_t blocks = 0;
+  if (a.software) {
+    const int64_t resident = static_cast<int64_t>(sm_count(device)) * (kWarpsPerSm / warps);
+    const int64_t needed = ceil_div<int64_t>(ceil_div<int64_t>(a.n_tasks, a.step), warps);
+    blocks = std::max<int64_t>(1, std::min(resident, needed));
+  } else {
+    blocks = ceil_div<int64_t>(a.n_tasks, warps);
+  }
+  SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "warp_vertex: graph too large for one grid");
+  warp_vertex_kernel<IndexT, V, kMode>
+      <<<static_cast<unsigned>(blocks), warps * 32, 0, st>>>(a);
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+
+template <class IndexT, int V>
+void launch_mode(const WvArgs<IndexT>& a, int mode, int warps, int device, cudaStream_t st) {
+  switch (mode) {
+    case kCopyU: launch<IndexT, V, kCopyU>(a, warps, device, st); break;
+    case kCopyE: launch<IndexT, V, kCopyE>(a, warps, device, st); break;
+    case kUOpEScalar: launch<IndexT, V, kUOpEScalar>(a, warps, device, st); break;
+    default: launch<IndexT, V, kUOpEWide>(a, warps, device, st); break;
+  }
+}
+
+template <class IndexT>
+void run(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
+  const Graph& g = *p.g;
+  const int warps = static_cast<int>(param_or_default(OpKind::spmm, "warp_vertex", s, "warps"));
+  const int64_t assign = param_or_default(OpKind::spmm, "warp_vertex", s, "assign");
+  const int step = static_cast<int>(param_or_default(OpKind::spmm, "warp_vertex", s, "step"));
+  SPGNN_CHECK(warps >= 1 && warps <= gnnone::kMaxWarps, InvalidArgument,
+              "warp_vertex: warps must be in 1..", gnnone::kMaxWarps, ", got ", warps);
+  SPGNN_CHECK(step >= 1, InvalidArgument, "warp_vertex: step must be >= 1, got ", step);
+  WvArgs<IndexT> a{};
+  a.rowptr = g.rowptr.data<IndexT>();
+  a.col = g.col.data<IndexT>();
+  a.u = p.uses_u() ? p.u->data<float>() : nullptr;
+  a.e = p.uses_e() ? p.e->data<float>() : nullptr;
+  a.out = p.out->data<float>();
+  a.n = g.n_rows;
+  a.F = p.F;
+  const int mode = mode_of(p);
+  const void* ptrs[3] = {a.u, a.out, mode == kUOpEScalar ? nullptr : a.e};
+  const int V = vector_width(p.F, ptrs, 3);
+  SPGNN_CHECK(p.F / V <= (int64_t{1} << 26), InvalidArgument, "warp_vertex: feature width ", p.F,
+              " is too large");
+  a.nv = static_cast<int>(p.F / V);
+  a.g_log2 = std::min(5, log2_ceil(a.nv));
+  a.passes = static_cast<int>(ceil_div<int64_t>(a.nv, 32));
+  a.n_tasks = ceil_div<int64_t>(a.n, 32 >> a.g_log2);
+  a.binop = binop_of(p.op);
+  a.mean = p.reduce == Reduce::mean;
+  a.step = step;
+  const double avg = a.n ? double(g.nnz()) / double(a.n) : 0.0;
+  a.software = assign == 2 || (assign == 0 && (a.n > kSoftwareMinVertices ||
+                                               avg > kSoftwareMinAvgDegree));
+  const int device = g.device().index;
+  if (a.software) {
+    a.counter = task_counter(device, st);
+    SPGNN_CUDA_CHECK(cudaMemsetAsync(a.counter, 0, sizeof(unsigned long long), st));
+  }
+  switch (V) {
+    case 4: launch_mode<IndexT, 4>(a, mode, warps, device, st); break;
+    case 2: launch_mode<IndexT, 2>(a, mode, warps, device, st); break;
+    default: launch_mode<IndexT, 1>(a, mode, warps, device, st); break;
+  }
+}
+
+}  // namespace
+
+std::string warp_vertex_spmm_supports(const SpmmProblem& p) {
+  return spmm_supports(p, "warp_vertex");
+}
+
+void warp_vertex_spmm(const SpmmProblem& p, const Schedule& s) {
+  const Graph& g = *p.g;
+  gnnone::DeviceGuard guard(g.device().index);
+  const cudaStream_t st = as_stream(p.stream);
+  if (g.n_rows == 0 || p.F == 0) return;
+  if (g.index_dtype() == DType::i64) run<int64_t>(p, s, st);
+  else run<int32_t>(p, s, st);
+}
+
+}  // namespace spgnn::detail
