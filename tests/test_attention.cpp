@@ -21,15 +21,6 @@ OpOptions with(const std::string& strategy) {
   return o;
 }
 
-Graph with_index(const Graph& g, DType idx) {
-  if (g.index_dtype() == idx) return g;
-  Graph h = g;
-  h.row = g.row.astype(idx);
-  h.col = g.col.astype(idx);
-  h.rowptr = g.rowptr.astype(idx);
-  return h;
-}
-
 Tensor nan_tensor(std::vector<int64_t> shape) { return Tensor::full(std::move(shape), DType::f32, NAN); }
 
 constexpr double kTol = 1e-5;

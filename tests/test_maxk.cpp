@@ -135,15 +135,6 @@ Tensor densify(const Cbsr& c) {
   return d;
 }
 
-Graph with_index(const Graph& g, DType idx) {
-  if (g.index_dtype() == idx) return g;
-  Graph h = g;
-  h.row = g.row.astype(idx);
-  h.col = g.col.astype(idx);
-  h.rowptr = g.rowptr.astype(idx);
-  return h;
-}
-
 TEST(MaxkCpu, HandComputedRows) {
   const Tensor x = Tensor::from_vector<float>({3, 1, 3, 2,  1, 1, 1, 1,  -1, -2, -0.5f, -3,
                                                0, -0.f, 0, 5},

@@ -108,6 +108,18 @@ inline Graph random_graph(GraphKind kind, int64_t n, uint64_t seed, bool with_va
   return graph_from_edges(n, n, r, c, v, opt);
 }
 
+// The same graph with its index arrays converted to `idx`. The copy gets a fresh GraphCache:
+// derived data cached for the original index type must not be read back at another width.
+inline Graph with_index(const Graph& g, DType idx) {
+  if (g.index_dtype() == idx) return g;
+  Graph h = g;
+  h.row = g.row.astype(idx);
+  h.col = g.col.astype(idx);
+  h.rowptr = g.rowptr.astype(idx);
+  h.cache = std::make_shared<GraphCache>();
+  return h;
+}
+
 // Random f32 tensor with values in [-1, 1) (never all zeros: zeros hide unwritten outputs).
 inline Tensor random_tensor(std::vector<int64_t> shape, uint64_t seed, float lo = -1.f,
                             float hi = 1.f) {

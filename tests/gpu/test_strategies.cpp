@@ -43,15 +43,6 @@ namespace {
   return all_graph_kinds();
 }
 
-[[maybe_unused]] Graph with_index(const Graph& g, DType idx) {
-  if (g.index_dtype() == idx) return g;
-  Graph h = g;
-  h.row = g.row.astype(idx);
-  h.col = g.col.astype(idx);
-  h.rowptr = g.rowptr.astype(idx);
-  return h;
-}
-
 struct Graphs {
   Graph host, dev;
 };
