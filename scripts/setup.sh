@@ -9,7 +9,7 @@ BUILD_TYPE="${BUILD_TYPE:-Release}"
 
 spgnn_install_deps() {
   local pkgs=(g++ make cmake libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
-              libzstd-dev zlib1g-dev python3 python3-pip)
+              libzstd-dev zlib1g-dev libopenblas-dev python3 python3-pip)
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

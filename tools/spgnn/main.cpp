@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   spgnn::cli::register_info(app);
   spgnn::cli::register_bench(app);
   spgnn::cli::register_strategies(app);
+  spgnn::cli::register_train(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Training speed of spgnn vs PyG on the same graph file and settings (full batch, ms/epoch).
+
+Usage: bench/train_vs_pyg.py --spgnn build/spgnn --graph G.npy [--features 602 --classes 41]
+       [--models gcn,gin,gat,sage,sage-maxk] [--epochs 20] [--skip-pyg]
+G.npy is an edge_index.npy ([2, E] int64, row 0 = destination, row 1 = source; `spgnn generate
+... -o G.npy` writes one); spgnn reads the same file. Both sides get random features and labels
+of the same sizes and train the same architecture (the issue's settings below); each prints the
+median ms of a training step (forward, loss, backward, Adam) after warm-up.
+"""
+import argparse, json, subprocess, sys, time
+
+SETTINGS = {  # name: (spgnn model, layers, hidden, heads, maxk)
+    "gcn": ("gcn", 2, 16, 1, 0),
+    "gin": ("gin", 5, 64, 1, 0),
+    "gat": ("gat", 5, 16, 1, 0),
+    "sage": ("sage", 4, 256, 1, 0),
+    "sage-maxk": ("sage", 4, 256, 1, 32),
+}
+
+
+def run_spgnn(a, name):
+    model, layers, hidden, heads, maxk = SETTINGS[name]
+    cmd = [a.spgnn, "train", "--model", model, "--layers", str(layers), "--hidden", str(hidden),
+           "--heads", str(heads), "--maxk", str(maxk), "--dataset", a.graph_spg or a.graph,
+           "--features", str(a.features), "--classes", str(a.classes), "--epochs", str(a.epochs),
+           "--eval-every", "0", "--device", "cuda", "--format", "json", "--dropout", "0.5"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return "error: " + (p.stderr.strip().splitlines() or ["?"])[-1]
+    j = json.loads(p.stdout)
+    return j["ms_per_epoch"], j["peak_gpu_bytes"]
+
+
+def run_pyg(a, name):
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from torch_geometric.nn import GCNConv, GINConv, GATConv, SAGEConv
+    model_name, layers, hidden, heads, maxk = SETTINGS[name]
+    if maxk:
+        return "n/a"
+    ei = np.load(a.graph)
+    dev = torch.device("cuda")
+    # spgnn's row 0 is the receiving vertex; PyG's edge_index[1] is the target.
+    edge_index = torch.from_numpy(np.stack([ei[1], ei[0]])).to(dev)
+    n = int(ei.max()) + 1
+    g = torch.Generator().manual_seed(1)
+    x = (torch.rand(n, a.features, generator=g) * 2 - 1).to(dev)
+    y = torch.randint(0, a.classes, (n,), generator=g).to(dev)
+    train = (torch.rand(n, generator=g) < 0.6).to(dev)
+
+    def conv(i, o):
+        if model_name == "gcn":
+            return GCNConv(i, o)
+        if model_name == "gin":
+            return GINConv(torch.nn.Sequential(torch.nn.Linear(i, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, o)))
+        if model_name == "gat":
+            return GATConv(i, o, heads=heads)
+        return SAGEConv(i, o)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            dims = [a.features] + [hidden * heads] * (layers - 1) + [a.classes]
+            self.convs = torch.nn.ModuleList(conv(dims[i], dims[i + 1] if i + 1 == layers else hidden)
+                                             for i in range(layers))
+
+        def forward(self, h):
+            for i, c in enumerate(self.convs):
+                h = F.dropout(h, 0.5, self.training)
+                h = c(h, edge_index)
+                if i + 1 < len(self.convs):
+                    h = F.relu(h)
+            return h
+
+    try:
+        m = Net().to(dev)
+        opt = torch.optim.Adam(m.parameters(), lr=0.01, weight_decay=5e-4)
+        times = []
+        for _ in range(a.epochs):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            m.train()
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x)[train], y[train])
+            loss.backward()
+            opt.step()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+        times.sort()
+        return times[len(times) // 2], torch.cuda.max_memory_allocated()
+    except torch.cuda.OutOfMemoryError:
+        return "OOM"
+    finally:
+        torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--spgnn", required=True)
+    ap.add_argument("--graph", required=True, help="edge_index .npy (read by both)")
+    ap.add_argument("--graph-spg", default="", help="same graph as .spg (faster for spgnn to load)")
+    ap.add_argument("--features", type=int, default=602)
+    ap.add_argument("--classes", type=int, default=41)
+    ap.add_argument("--models", default="gcn,gin,gat,sage,sage-maxk")
+    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--skip-pyg", action="store_true")
+    a = ap.parse_args()
+    fmt = lambda r: f"{r[0]:.2f} ms ({r[1] / 2**30:.1f} GiB)" if isinstance(r, tuple) else r
+    print(f"{'model':<10} {'spgnn':>24} {'PyG':>24} {'speedup':>8}")
+    for name in a.models.split(","):
+        s = run_spgnn(a, name)
+        p = "skipped" if a.skip_pyg else run_pyg(a, name)
+        sp = f"{p[0] / s[0]:.2f}x" if isinstance(s, tuple) and isinstance(p, tuple) else "-"
+        print(f"{name:<10} {fmt(s):>24} {fmt(p):>24} {sp:>8}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+// The dense and sparse building blocks of the training engine, one API for host and CUDA
+// tensors: each function dispatches on where its tensors live. float32 everywhere; float64 on
+// the host too, so that gradients can be checked by finite differences in double precision.
+// All tensors of one call must share dtype and device (InvalidArgument otherwise).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "spgnn/graph.hpp"
+#include "spgnn/ops.hpp"
+#include "spgnn/tensor.hpp"
+
+namespace spgnn::nn {
+
+// c = op(a) * op(b) + beta * c for 2-D row-major tensors (op = transpose when asked). `c` is
+// allocated when undefined (then beta must be 0). cuBLAS on the GPU, CBLAS (OpenBLAS) on the host
+// when the build found it, else an OpenMP loop.
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+          double beta = 0);
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+
+// x[i, j] += bias[j].
+void add_bias_(Tensor& x, const Tensor& bias);
+// out[j] = sum_i x[i, j] (+ beta * out[j]); the gradient of a bias.
+void column_sum(const Tensor& x, Tensor& out, double beta = 0);
+// y += alpha * x (same shape).
+void axpy_(Tensor& y, double alpha, const Tensor& x);
+
+enum class Activation : uint8_t { none, relu, elu };
+// In place; the backward reads the activation's output y (both are invertible from y).
+void activation_(Tensor& x, Activation act);
+void activation_backward_(Tensor& grad, const Tensor& y, Activation act);
+
+// Inverted dropout with a counter-based mask: element i is kept when hash(seed, i) >= p, so the
+// backward recomputes the mask instead of storing it, and host and GPU drop the same elements.
+Tensor dropout(const Tensor& x, double p, uint64_t seed);
+void dropout_backward_(Tensor& grad, double p, uint64_t seed);
+
+// Mean negative log-likelihood of log_softmax(logits) over the rows `idx` (int64, on the
+// logits' device) with labels `y` ([n] int64; rows with label < 0 are skipped). When `grad` is
+// not null it receives d loss / d logits ([n, C], zero outside idx).
+double log_softmax_nll(const Tensor& logits, const Tensor& y, const Tensor& idx, Tensor* grad);
+// Fraction of rows in idx (with label >= 0) whose arg-max equals the label.
+double accuracy(const Tensor& logits, const Tensor& y, const Tensor& idx);
+
+struct AdamParams {
+  double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0;  // L2 term added to the gradient (PyTorch Adam's weight_decay)
+};
+// One Adam update of `param` (step counts from 1); m and v are the moment buffers.
+void adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, int64_t step,
+               const AdamParams& a);
+
+// Glorot/Xavier uniform values in [-s, s], s = sqrt(6 / (fan_in + fan_out)), drawn on the host
+// from `seed` (so every device starts from the same weights).
+Tensor glorot(std::vector<int64_t> shape, int64_t fan_in, int64_t fan_out, uint64_t seed,
+              DType dtype, Device device);
+
+// Per-head dot product of a row with an attention vector: out[i, h] = sum_f x[i, h*F + f] *
+// a[h*F + f] for x [n, H*F], a [H*F]; out [n, H].
+Tensor head_dot(const Tensor& x, const Tensor& a, int64_t heads);
+// grad_x += grad_out[i, h] * a[h*F + f];  grad_a = sum_i grad_out[i, h] * x[i, h*F + f].
+void head_dot_backward(const Tensor& x, const Tensor& a, int64_t heads, const Tensor& grad_out,
+                       Tensor& grad_x, Tensor& grad_a);
+
+// out[v] = sum (or mean) over edges (v, u) of w_e * x[u]. `w` undefined means 1. float32 goes
+// through gspmm (the op's strategies, `options.schedule`); float64 (host only) uses a plain loop.
+Tensor aggregate(const Graph& g, const Tensor& w, Reduce reduce, const Tensor& x,
+                 const OpOptions& options = {});
+
+// float64 reference of GAT aggregation (host only; no attention dropout), with the semantics of
+// spgnn::gat_aggregate: the engine's double-precision path for gradient checks.
+void gat_aggregate_f64(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
+                       int64_t heads, double slope, Tensor& out, Tensor& attn);
+void gat_aggregate_backward_f64(const Graph& g, const Tensor& feat, const Tensor& el,
+                                const Tensor& er, const Tensor& attn, const Tensor& grad_out,
+                                int64_t heads, double slope, Tensor& grad_feat, Tensor& grad_el,
+                                Tensor& grad_er);
+
+// Device memory in use (total - free) now, in bytes; 0 on the host.
+size_t device_memory_used(Device device);
+// Waits for the device's queued work (before taking a time stamp); no-op on the host.
+void synchronize(Device device);
+
+}  // namespace spgnn::nn

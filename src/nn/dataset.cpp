@@ -1,0 +1,281 @@
+// Datasets for training: the built-in planted partition, dataset directories, OGB raw
+// directories and any graph with synthetic features and labels.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "spgnn/io.hpp"
+#include "spgnn/nn/model.hpp"
+
+namespace spgnn::nn {
+
+namespace {
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+// `base` + ".csv.gz", or the uncompressed ".csv" when only that one exists.
+std::string csv_path(const std::string& base) {
+  if (exists(base + ".csv.gz")) return base + ".csv.gz";
+  if (exists(base + ".csv")) return base + ".csv";
+  return "";
+}
+
+// Parses a CSV of numbers into rows of exactly `width` values (width < 0: learnt from line 1).
+struct Csv {
+  std::vector<double> values;
+  int64_t rows = 0, width = 0;
+};
+Csv read_csv_numbers(const std::string& path, int64_t width) {
+  const std::string text = read_file_decompressed(path);
+  Csv out;
+  out.width = width;
+  const char* p = text.c_str();
+  const char* end = p + text.size();
+  int64_t line = 0;
+  while (p < end) {
+    ++line;
+    const char* eol = static_cast<const char*>(std::memchr(p, '\n', size_t(end - p)));
+    if (!eol) eol = end;
+    int64_t count = 0;
+    const char* q = p;
+    while (q < eol && (*q == ' ' || *q == '\r')) ++q;
+    if (q == eol) {  // blank line (a trailing newline)
+      p = eol + 1;
+      continue;
+    }
+    while (q < eol) {
+      char* stop = nullptr;
+      errno = 0;
+      const double v = std::strtod(q, &stop);
+      SPGNN_CHECK(stop != q && errno != ERANGE, FormatError, path, ":", line,
+                  ": expected a number at column ", count + 1, ", found '",
+                  std::string(q, size_t(std::min<ptrdiff_t>(eol - q, 20))), "'");
+      out.values.push_back(v);
+      ++count;
+      q = stop;
+      while (q < eol && (*q == ' ' || *q == '\r')) ++q;
+      if (q < eol) {
+        SPGNN_CHECK(*q == ',', FormatError, path, ":", line, ": expected ',' after column ", count,
+                    ", found '", *q, "'");
+        ++q;
+      }
+    }
+    if (out.width < 0) out.width = count;
+    SPGNN_CHECK(count == out.width, FormatError, path, ":", line, ": found ", count,
+                " columns, expected ", out.width);
+    ++out.rows;
+    p = eol + 1;
+  }
+  return out;
+}
+
+Tensor index_tensor(const Csv& c, int64_t n, const std::string& path) {
+  Tensor t = Tensor::empty({c.rows}, DType::i64);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < c.rows; ++i) {
+    const double v = c.values[size_t(i)];
+    SPGNN_CHECK(v >= 0 && v < double(n) && v == std::floor(v), FormatError, path, ":", i + 1,
+                ": vertex index ", v, " is not an integer in [0, ", n, ")");
+    p[i] = int64_t(v);
+  }
+  return t;
+}
+
+}  // namespace
+
+void normalize_rows_(Tensor& x) {
+  SPGNN_CHECK(x.defined() && x.dtype() == DType::f32 && x.ndim() == 2 && !x.device().is_cuda(),
+              InvalidArgument, "normalize_rows_: 'x' must be a host float32 [n, d] tensor");
+  const int64_t n = x.dim(0), d = x.dim(1);
+  float* p = x.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < d; ++j) s += p[i * d + j];
+    if (s != 0)
+      for (int64_t j = 0; j < d; ++j) p[i * d + j] = float(p[i * d + j] / s);
+  }
+}
+
+void check_dataset(const Dataset& d) {
+  const int64_t n = d.graph.n_rows;
+  SPGNN_CHECK(d.graph.row.defined() && d.graph.square(), InvalidArgument, "dataset '", d.name,
+              "': needs a square graph");
+  SPGNN_CHECK(d.x.defined() && d.x.dtype() == DType::f32 && d.x.ndim() == 2 && d.x.dim(0) == n,
+              InvalidArgument, "dataset '", d.name, "': features 'x' must be float32 [n = ", n,
+              ", d], got ", d.x.defined() ? d.x.shape_str() : "none");
+  SPGNN_CHECK(d.y.defined() && d.y.dtype() == DType::i64 && d.y.ndim() == 1 && d.y.dim(0) == n,
+              InvalidArgument, "dataset '", d.name, "': labels 'y' must be int64 [n = ", n, "]");
+  SPGNN_CHECK(d.num_classes >= 2, InvalidArgument, "dataset '", d.name,
+              "': needs at least 2 classes, has ", d.num_classes);
+  const Tensor yh = d.y.to(Device::cpu());
+  const int64_t* y = yh.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    SPGNN_CHECK(y[i] >= -1 && y[i] < d.num_classes, InvalidArgument, "dataset '", d.name,
+                "': label y[", i, "] = ", y[i], " is outside [-1, ", d.num_classes, ")");
+  const std::pair<const char*, const Tensor*> splits[] = {
+      {"train", &d.train_idx}, {"val", &d.val_idx}, {"test", &d.test_idx}};
+  for (const auto& [name, t] : splits) {
+    SPGNN_CHECK(t->defined() && t->dtype() == DType::i64 && t->ndim() == 1, InvalidArgument,
+                "dataset '", d.name, "': the ", name, " split is missing (", name,
+                "_idx.npy, or split/<scheme>/ in an OGB directory)");
+    const Tensor h = t->to(Device::cpu());
+    const int64_t* p = h.data<int64_t>();
+    for (int64_t i = 0; i < h.numel(); ++i)
+      SPGNN_CHECK(p[i] >= 0 && p[i] < n, InvalidArgument, "dataset '", d.name, "': ", name,
+                  " index ", p[i], " is outside [0, ", n, ")");
+  }
+  SPGNN_CHECK(d.train_idx.numel() > 0, InvalidArgument, "dataset '", d.name,
+              "': the train split is empty");
+}
+
+Dataset synthetic_dataset(Graph g, int64_t features, int64_t classes, uint64_t seed) {
+  SPGNN_CHECK(features >= 1 && classes >= 2, InvalidArgument, "synthetic_dataset: needs features "
+              ">= 1 and classes >= 2, got ", features, " and ", classes);
+  Dataset d;
+  d.name = "synthetic";
+  const int64_t n = g.n_rows;
+  d.graph = std::move(g);
+  d.num_classes = classes;
+  d.x = Tensor::empty({n, features}, DType::f32);
+  float* px = d.x.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n * features; ++i) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ULL + uint64_t(i) + 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    px[i] = float(double((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0)) * 2.f - 1.f;
+  }
+  d.y = Tensor::empty({n}, DType::i64);
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    d.y.data<int64_t>()[i] = int64_t(rng() % uint64_t(classes));
+    perm[size_t(i)] = i;
+  }
+  std::shuffle(perm.begin(), perm.end(), rng);
+  const int64_t n_train = std::max<int64_t>(1, n * 6 / 10), n_val = n * 2 / 10;
+  auto slice = [&](int64_t lo, int64_t hi) {
+    std::vector<int64_t> v(perm.begin() + lo, perm.begin() + std::max(lo, hi));
+    std::sort(v.begin(), v.end());
+    return v.empty() ? Tensor::empty({0}, DType::i64) : Tensor::from_vector(v);
+  };
+  d.train_idx = slice(0, n_train);
+  d.val_idx = slice(n_train, std::min(n, n_train + n_val));
+  d.test_idx = slice(std::min(n, n_train + n_val), n);
+  return d;
+}
+
+Dataset read_ogb_dir(const std::string& dir_in, const DatasetOptions& options) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string edge = csv_path(dir + "/raw/edge");
+  SPGNN_CHECK(!edge.empty(), FormatError, dir, ": not an OGB raw directory (raw/edge.csv.gz missing)");
+  const std::string feat = csv_path(dir + "/raw/node-feat");
+  const std::string label = csv_path(dir + "/raw/node-label");
+  SPGNN_CHECK(!feat.empty() && !label.empty(), FormatError, dir,
+              ": an OGB node dataset needs raw/node-feat.csv.gz and raw/node-label.csv.gz");
+  Dataset d;
+  d.name = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
+  const Csv x = read_csv_numbers(feat, -1);
+  const int64_t n = x.rows;
+  d.x = Tensor::empty({n, x.width}, DType::f32);
+  std::transform(x.values.begin(), x.values.end(), d.x.data<float>(), [](double v) { return float(v); });
+
+  const Csv y = read_csv_numbers(label, 1);
+  SPGNN_CHECK(y.rows == n, FormatError, label, ": ", y.rows, " labels, but ", feat, " has ", n,
+              " rows");
+  d.y = Tensor::empty({n}, DType::i64);
+  int64_t max_label = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = y.values[size_t(i)];
+    // OGB marks unlabelled nodes with NaN; spgnn uses -1.
+    const int64_t l = std::isnan(v) ? -1 : int64_t(v);
+    SPGNN_CHECK(l >= -1 && (std::isnan(v) || double(l) == v), FormatError, label, ":", i + 1,
+                ": label ", v, " is not a class id");
+    d.y.data<int64_t>()[i] = l;
+    max_label = std::max(max_label, l);
+  }
+  d.num_classes = max_label + 1;
+
+  const Csv e = read_csv_numbers(edge, 2);
+  std::vector<int64_t> r(size_t(e.rows)), c(size_t(e.rows));
+  for (int64_t i = 0; i < e.rows; ++i) {
+    const double s = e.values[size_t(2 * i)], t = e.values[size_t(2 * i + 1)];
+    SPGNN_CHECK(s >= 0 && t >= 0 && s < double(n) && t < double(n), FormatError, edge, ":", i + 1,
+                ": edge (", s, ", ", t, ") names a vertex outside [0, ", n, ")");
+    // OGB lists (source, target); spgnn's row is the receiving vertex.
+    r[size_t(i)] = int64_t(t);
+    c[size_t(i)] = int64_t(s);
+  }
+  BuildOptions b;
+  b.symmetrize = options.symmetrize;
+  b.duplicates = DuplicatePolicy::drop;
+  d.graph = graph_from_edges(n, n, r, c, {}, b);
+
+  std::string split_dir = dir + "/split/" + options.ogb_split;
+  if (options.ogb_split.empty()) {
+    // The one scheme present (OGB ships exactly one per dataset: time, species, sales, ...).
+    for (const char* s : {"time", "sales_ranking", "species", "random", "scaffold", "area"})
+      if (is_dir(dir + "/split/" + s)) split_dir = dir + "/split/" + s;
+  }
+  const std::pair<const char*, Tensor*> splits[] = {
+      {"train", &d.train_idx}, {"valid", &d.val_idx}, {"test", &d.test_idx}};
+  for (const auto& [name, out] : splits) {
+    const std::string p = csv_path(split_dir + "/" + name);
+    SPGNN_CHECK(!p.empty(), FormatError, split_dir, ": ", name,
+                ".csv.gz missing (pass the split scheme, e.g. --split time)");
+    *out = index_tensor(read_csv_numbers(p, 1), n, p);
+  }
+  return d;
+}
+
+Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
+  if (spec == "builtin") {
+    PlantedPartitionParams p;
+    p.seed = options.seed;
+    Dataset d = generate_planted_partition(p);
+    d.name = "builtin";
+    return d;
+  }
+  SPGNN_CHECK(exists(spec), InvalidArgument, "dataset '", spec,
+              "': no such file or directory (expected builtin, a dataset directory, an OGB "
+              "directory or a graph file)");
+  if (is_dir(spec) && !csv_path(spec + "/raw/edge").empty()) return read_ogb_dir(spec, options);
+  ReadOptions ro;
+  ro.build.symmetrize = options.symmetrize;
+  ro.build.duplicates = DuplicatePolicy::drop;
+  ro.keep_values = false;
+  Dataset d;
+  if (is_dir(spec)) {
+    d = read_dataset_dir(spec, ro);
+    const bool has_labels = d.y.defined() && d.train_idx.defined() && d.val_idx.defined() &&
+                            d.test_idx.defined();
+    if (d.x.defined() && has_labels) return d;
+    SPGNN_CHECK(!d.x.defined() && !d.y.defined(), FormatError, spec,
+                ": the dataset has features or labels but not all of x.npy, y.npy, "
+                "train_idx.npy, val_idx.npy and test_idx.npy");
+  } else {
+    d.graph = read_graph(spec, ro);
+  }
+  Dataset s = synthetic_dataset(std::move(d.graph), options.synthetic_features,
+                                options.synthetic_classes, options.seed);
+  s.name = spec.substr(spec.find_last_of('/') == std::string::npos ? 0 : spec.find_last_of('/') + 1) +
+           " (synthetic features)";
+  return s;
+}
+
+}  // namespace spgnn::nn

@@ -1,0 +1,356 @@
+// Models, the full-batch training loop and checkpoints.
+#include "spgnn/nn/model.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "spgnn/io.hpp"
+
+namespace spgnn::nn {
+
+std::string describe(const ModelConfig& c) {
+  std::ostringstream os;
+  os << conv_name(c.kind) << (c.maxk ? "+maxk" : "") << ": " << c.layers << " layers, " << c.in
+     << " -> " << c.hidden;
+  if (c.kind == ConvKind::gat) os << " x " << c.heads << " heads";
+  os << " -> " << c.classes << ", dropout " << c.dropout;
+  if (c.maxk) os << ", k " << c.maxk;
+  return os.str();
+}
+
+namespace {
+void check_config(const ModelConfig& c) {
+  SPGNN_CHECK(c.in > 0, InvalidArgument, "model: input width 'in' must be positive, got ", c.in);
+  SPGNN_CHECK(c.classes >= 2, InvalidArgument, "model: 'classes' must be at least 2, got ",
+              c.classes);
+  SPGNN_CHECK(c.layers >= 1 && c.layers <= 64, InvalidArgument,
+              "model: 'layers' must be in [1, 64], got ", c.layers);
+  SPGNN_CHECK(c.hidden >= 1, InvalidArgument, "model: 'hidden' must be positive, got ", c.hidden);
+  SPGNN_CHECK(c.heads >= 1, InvalidArgument, "model: 'heads' must be positive, got ", c.heads);
+  SPGNN_CHECK(c.dropout >= 0 && c.dropout < 1, InvalidArgument,
+              "model: 'dropout' must be in [0, 1), got ", c.dropout);
+  SPGNN_CHECK(c.attn_dropout < 1, InvalidArgument, "model: 'attn_dropout' must be below 1, got ",
+              c.attn_dropout);
+  SPGNN_CHECK(c.maxk >= 0 && c.maxk <= c.hidden, InvalidArgument, "model: 'maxk' must be in [0, "
+              "hidden = ", c.hidden, "], got ", c.maxk);
+  SPGNN_CHECK(c.maxk == 0 || c.layers >= 2, InvalidArgument,
+              "model: MaxK acts on hidden layers; a 1-layer model has none (maxk = ", c.maxk, ")");
+}
+
+uint64_t dropout_seed(uint64_t seed, uint64_t step, size_t layer) {
+  return seed * 1000003ULL + step * 131ULL + layer + 17;
+}
+}  // namespace
+
+Model::Model(const ModelConfig& config, DType dtype, Device device)
+    : config_(config), dtype_(dtype), device_(device) {
+  check_config(config);
+  act_ = config.maxk > 0 ? Activation::none
+                         : (config.kind == ConvKind::gat ? Activation::elu : Activation::relu);
+  int64_t in = config.in;
+  for (int64_t i = 0; i < config.layers; ++i) {
+    const bool last = i == config.layers - 1;
+    ConvSpec s;
+    s.kind = config.kind;
+    s.in = in;
+    s.out = last ? config.classes : config.hidden;
+    s.heads = config.kind == ConvKind::gat && !last ? config.heads : 1;
+    s.attn_dropout = float(config.attn_dropout < 0 ? config.dropout : config.attn_dropout);
+    s.maxk = last ? 0 : config.maxk;
+    s.gin_hidden = config.hidden;
+    s.seed = config.seed * 7777ULL + uint64_t(i) * 101ULL;
+    layers_.push_back(make_conv(s, dtype, device));
+    in = layers_.back()->out_width();
+  }
+}
+
+Tensor Model::forward(GraphContext& ctx, const Tensor& x, bool training, uint64_t step) {
+  SPGNN_CHECK(x.defined() && x.ndim() == 2 && x.dim(1) == config_.in && x.dim(0) == ctx.n(),
+              InvalidArgument, "Model::forward: 'x' must be [n = ", ctx.n(), ", in = ", config_.in,
+              "], got ", x.defined() ? x.shape_str() : "undefined");
+  SPGNN_CHECK(x.dtype() == dtype_ && x.device() == device_ && ctx.device() == device_,
+              InvalidArgument, "Model::forward: 'x' (", dtype_name(x.dtype()), " on ",
+              x.device().str(), ") and the graph context (", ctx.device().str(),
+              ") must match the model (", dtype_name(dtype_), " on ", device_.str(), ")");
+  last_step_ = step;
+  last_training_ = training;
+  outputs_.assign(layers_.size(), Tensor());
+  Tensor h = x;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (training && config_.dropout > 0) h = dropout(h, config_.dropout, dropout_seed(config_.seed, step, i));
+    h = layers_[i]->forward(ctx, h, training, dropout_seed(config_.seed ^ 0xA77EULL, step, i));
+    if (i + 1 < layers_.size()) {
+      activation_(h, act_);
+      outputs_[i] = h;
+    }
+  }
+  return h;
+}
+
+void Model::backward(GraphContext& ctx, const Tensor& grad_logits) {
+  SPGNN_CHECK(!outputs_.empty(), InvalidArgument, "Model::backward: no forward pass to go back through");
+  Tensor g = grad_logits;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    g = layers_[i]->backward(ctx, g, i > 0);
+    if (i == 0) break;
+    if (last_training_ && config_.dropout > 0)
+      dropout_backward_(g, config_.dropout, dropout_seed(config_.seed, last_step_, i));
+    activation_backward_(g, outputs_[i - 1], act_);
+  }
+}
+
+std::vector<Parameter*> Model::parameters() {
+  std::vector<Parameter*> out;
+  for (auto& l : layers_)
+    for (Parameter* p : l->parameters()) out.push_back(p);
+  return out;
+}
+
+int64_t Model::num_parameters() {
+  int64_t n = 0;
+  for (Parameter* p : parameters()) n += p->value.numel();
+  return n;
+}
+
+// ---- checkpoints -------------------------------------------------------------------------------
+
+namespace {
+constexpr char kMagic[8] = {'S', 'P', 'G', 'N', 'N', 'C', 'K', 'P'};
+constexpr uint32_t kVersion = 1;
+
+std::string config_text(const ModelConfig& c) {
+  std::ostringstream os;
+  os.precision(17);
+  os << "kind=" << conv_name(c.kind) << "\nin=" << c.in << "\nhidden=" << c.hidden
+     << "\nclasses=" << c.classes << "\nlayers=" << c.layers << "\nheads=" << c.heads
+     << "\nmaxk=" << c.maxk << "\ndropout=" << c.dropout << "\nattn_dropout=" << c.attn_dropout
+     << "\nseed=" << c.seed << "\n";
+  return os.str();
+}
+
+ModelConfig parse_config_text(const std::string& text, const std::string& path) {
+  std::map<std::string, std::string> kv;
+  std::istringstream is(text);
+  std::string line;
+  while (std::getline(is, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  auto need = [&](const char* k) -> const std::string& {
+    auto it = kv.find(k);
+    SPGNN_CHECK(it != kv.end(), FormatError, path, ": checkpoint config lacks '", k, "'");
+    return it->second;
+  };
+  ModelConfig c;
+  try {
+    c.kind = parse_conv_kind(need("kind"));
+    c.in = std::stoll(need("in"));
+    c.hidden = std::stoll(need("hidden"));
+    c.classes = std::stoll(need("classes"));
+    c.layers = std::stoll(need("layers"));
+    c.heads = std::stoll(need("heads"));
+    c.maxk = std::stoll(need("maxk"));
+    c.dropout = std::stod(need("dropout"));
+    c.attn_dropout = std::stod(need("attn_dropout"));
+    c.seed = std::stoull(need("seed"));
+  } catch (const std::logic_error& e) {
+    throw FormatError(path + ": checkpoint config is malformed (" + e.what() + ")");
+  }
+  return c;
+}
+
+template <class T>
+void put(std::string& s, const T& v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+struct Reader {
+  const std::string& buf;
+  const std::string& path;
+  size_t pos = 0;
+  template <class T>
+  T get() {
+    T v;
+    bytes(&v, sizeof v);
+    return v;
+  }
+  void bytes(void* dst, size_t n) {
+    SPGNN_CHECK(n <= buf.size() - pos, FormatError, path, ": checkpoint is truncated at byte ", pos);
+    std::memcpy(dst, buf.data() + pos, n);
+    pos += n;
+  }
+  std::string str() {
+    const uint64_t n = get<uint64_t>();
+    SPGNN_CHECK(n <= buf.size() - pos, FormatError, path, ": checkpoint is truncated at byte ", pos);
+    std::string s = buf.substr(pos, n);
+    pos += n;
+    return s;
+  }
+};
+
+std::string read_header(const std::string& buf, const std::string& path, Reader& r) {
+  char magic[8];
+  SPGNN_CHECK(buf.size() >= 12, FormatError, path, ": not an spgnn checkpoint (too short)");
+  r.bytes(magic, 8);
+  SPGNN_CHECK(std::memcmp(magic, kMagic, 8) == 0, FormatError, path,
+              ": not an spgnn checkpoint (bad magic)");
+  const uint32_t version = r.get<uint32_t>();
+  SPGNN_CHECK(version == kVersion, FormatError, path, ": checkpoint version ", version,
+              " is not supported (expected ", kVersion, ")");
+  return r.str();
+}
+}  // namespace
+
+void Model::save(const std::string& path) {
+  std::string buf(kMagic, 8);
+  put(buf, kVersion);
+  const std::string cfg = config_text(config_);
+  put(buf, uint64_t(cfg.size()));
+  buf += cfg;
+  auto params = parameters();
+  put(buf, uint64_t(params.size()));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string name = "layers." + std::to_string(i) + "." + params[i]->name;
+    put(buf, uint64_t(name.size()));
+    buf += name;
+    Tensor h = params[i]->value.to(Device::cpu());
+    if (h.dtype() != DType::f32) h = h.astype(DType::f32);
+    put(buf, uint64_t(h.ndim()));
+    for (int64_t d : h.shape()) put(buf, d);
+    buf.append(static_cast<const char*>(h.raw()), h.nbytes());
+  }
+  write_file_atomic(path, buf.data(), buf.size());
+}
+
+ModelConfig Model::read_config(const std::string& path) {
+  const std::string buf = read_file_decompressed(path);
+  Reader r{buf, path};
+  return parse_config_text(read_header(buf, path, r), path);
+}
+
+void Model::load(const std::string& path) {
+  const std::string buf = read_file_decompressed(path);
+  Reader r{buf, path};
+  const ModelConfig c = parse_config_text(read_header(buf, path, r), path);
+  SPGNN_CHECK(config_text(c) == config_text(config_), InvalidArgument, path,
+              ": checkpoint was saved from a different model (", describe(c), ") than this one (",
+              describe(config_), ")");
+  auto params = parameters();
+  const uint64_t count = r.get<uint64_t>();
+  SPGNN_CHECK(count == params.size(), FormatError, path, ": checkpoint holds ", count,
+              " parameters, the model has ", params.size());
+  for (Parameter* p : params) {
+    const std::string name = r.str();
+    const uint64_t nd = r.get<uint64_t>();
+    SPGNN_CHECK(nd <= 8, FormatError, path, ": parameter '", name, "' has ", nd, " dimensions");
+    std::vector<int64_t> shape(nd);
+    for (auto& d : shape) d = r.get<int64_t>();
+    SPGNN_CHECK(shape == p->value.shape(), FormatError, path, ": parameter '", name,
+                "' has the wrong shape for this model");
+    Tensor h = Tensor::empty(shape, DType::f32);
+    r.bytes(h.raw(), h.nbytes());
+    if (p->value.dtype() != DType::f32) h = h.astype(p->value.dtype());
+    p->value.copy_from(h);
+    p->m = Tensor();
+    p->v = Tensor();
+  }
+}
+
+// ---- training ------------------------------------------------------------------------------------
+
+TrainResult train(Model& model, const Dataset& data, const TrainConfig& config,
+                  const std::function<void(const EpochStats&)>& on_epoch) {
+  check_dataset(data);
+  SPGNN_CHECK(config.epochs >= 0, InvalidArgument, "train: 'epochs' must be >= 0, got ", config.epochs);
+  SPGNN_CHECK(data.x.dim(1) == model.config().in, InvalidArgument, "train: the dataset has ",
+              data.x.dim(1), " features but the model expects ", model.config().in);
+  SPGNN_CHECK(data.num_classes <= model.config().classes, InvalidArgument, "train: the dataset has ",
+              data.num_classes, " classes but the model outputs ", model.config().classes);
+  const Device dev = model.device();
+  const size_t mem_before = device_memory_used(dev);
+  Tensor x = data.x;
+  if (config.normalize_features) {
+    x = x.clone();
+    normalize_rows_(x);
+  }
+  if (model.dtype() != DType::f32) x = x.astype(model.dtype());
+  x = dev.is_cuda() ? x.to(dev) : x;
+  const Tensor y = data.y.to(dev), train_idx = data.train_idx.to(dev),
+               val_idx = data.val_idx.to(dev), test_idx = data.test_idx.to(dev);
+  GraphContext ctx(data.graph, dev, config.options);
+
+  TrainResult res;
+  size_t peak = 0;
+  auto sample_memory = [&] {
+    if (dev.is_cuda()) peak = std::max(peak, device_memory_used(dev));
+  };
+  Tensor grad;
+  std::vector<double> times;
+  auto params = model.parameters();
+  for (int64_t epoch = 1; epoch <= config.epochs; ++epoch) {
+    EpochStats st;
+    st.epoch = epoch;
+    synchronize(dev);
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor logits = model.forward(ctx, x, true, config.seed * 100003ULL + uint64_t(epoch));
+    sample_memory();
+    st.loss = log_softmax_nll(logits, y, train_idx, &grad);
+    model.backward(ctx, grad);
+    sample_memory();
+    for (Parameter* p : params) {
+      AdamParams a = config.adam;
+      if (!p->decay) a.weight_decay = 0;
+      adam_step(p->value, p->grad, p->m, p->v, epoch, a);
+    }
+    synchronize(dev);
+    st.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    times.push_back(st.ms);
+    if (!std::isfinite(st.loss))
+      throw Error("train: the loss became " + std::to_string(st.loss) + " at epoch " +
+                  std::to_string(epoch) + " (learning rate " + std::to_string(config.adam.lr) +
+                  " too high?)");
+    const bool eval = (config.eval_every > 0 && epoch % config.eval_every == 0) ||
+                      epoch == config.epochs;
+    if (eval) {
+      Tensor out = model.forward(ctx, x, false);
+      st.train_acc = accuracy(out, y, train_idx);
+      st.val_acc = accuracy(out, y, val_idx);
+      st.test_acc = accuracy(out, y, test_idx);
+      st.evaluated = true;
+      if (res.best_epoch < 0 || st.val_acc > res.best_val_acc) {
+        res.best_epoch = epoch;
+        res.best_val_acc = st.val_acc;
+        res.test_acc_at_best = st.test_acc;
+      }
+    }
+    res.history.push_back(st);
+    if (on_epoch) on_epoch(st);
+  }
+  if (config.epochs == 0) {  // evaluation only (a loaded checkpoint)
+    Tensor out = model.forward(ctx, x, false);
+    EpochStats st;
+    st.train_acc = accuracy(out, y, train_idx);
+    st.val_acc = accuracy(out, y, val_idx);
+    st.test_acc = accuracy(out, y, test_idx);
+    st.loss = log_softmax_nll(out, y, train_idx, nullptr);
+    st.evaluated = true;
+    res.best_epoch = 0;
+    res.best_val_acc = st.val_acc;
+    res.test_acc_at_best = st.test_acc;
+    res.history.push_back(st);
+    if (on_epoch) on_epoch(st);
+  }
+  if (!times.empty()) {
+    std::vector<double> t = times;
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    res.median_ms = t[t.size() / 2];
+  }
+  res.peak_device_bytes = peak > mem_before ? peak - mem_before : 0;
+  return res;
+}
+
+}  // namespace spgnn::nn

@@ -1,0 +1,38 @@
+// Internal: host entry points of the training engine's CUDA kernels (src/nn/nn_kernels.cu).
+// Plain C++ so that functional.cpp, compiled by the host compiler, can call them; without CUDA
+// they are stubs that throw Unsupported. float32 only; raw pointers were checked by the caller.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace spgnn::nn::detail {
+
+// Row-major c[m, n] = op(a) * op(b) + beta * c with op(a) [m, k], op(b) [k, n].
+void cuda_gemm(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m,
+               int64_t n, int64_t k, float beta);
+void cuda_add_bias(float* x, const float* bias, int64_t rows, int64_t cols);
+void cuda_column_sum(const float* x, float* out, int64_t rows, int64_t cols, float beta);
+void cuda_axpy(float* y, float alpha, const float* x, int64_t n);
+// act: 1 relu, 2 elu.
+void cuda_activation(float* x, int64_t n, int act);
+void cuda_activation_backward(float* grad, const float* y, int64_t n, int act);
+void cuda_dropout(const float* x, float* y, int64_t n, uint32_t threshold, float scale,
+                  uint64_t seed);
+void cuda_dropout_backward(float* grad, int64_t n, uint32_t threshold, float scale,
+                           uint64_t seed);
+// Returns the summed loss and the number of counted rows (synchronises: one scalar per call).
+void cuda_log_softmax_nll(const float* logits, int64_t classes, const int64_t* y,
+                          const int64_t* idx, int64_t m, float* grad, double* loss_sum,
+                          int64_t* counted);
+void cuda_accuracy(const float* logits, int64_t classes, const int64_t* y, const int64_t* idx,
+                   int64_t m, int64_t* correct, int64_t* counted);
+void cuda_adam(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+               float beta2, float eps, float weight_decay, float bias_c1, float bias_c2);
+void cuda_head_dot(const float* x, const float* a, float* out, int64_t n, int64_t heads,
+                   int64_t f);
+void cuda_head_dot_backward(const float* x, const float* a, const float* grad_out,
+                            float* grad_x, float* grad_a, int64_t n, int64_t heads, int64_t f);
+size_t cuda_memory_used(int device);
+void cuda_sync();
+
+}  // namespace spgnn::nn::detail

@@ -1,0 +1,505 @@
+// The training engine on the CPU: dense building blocks against float64 formulas, every layer's
+// gradients against central finite differences (float64), the float32 path (spgnn's ops:
+// gspmm, gat_aggregate, maxk + CBSR) against the float64 path, whole-model gradients through
+// dropout and activations, checkpoints, dataset readers and argument checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "spgnn/io.hpp"
+#include "spgnn/nn/functional.hpp"
+#include "spgnn/nn/layers.hpp"
+#include "spgnn/nn/model.hpp"
+#include "test_util.hpp"
+
+namespace spgnn::test {
+namespace {
+
+using nn::ConvKind;
+
+Tensor random_f64(std::vector<int64_t> shape, uint64_t seed) {
+  return random_tensor(std::move(shape), seed).astype(DType::f64);
+}
+
+double dot(const Tensor& a, const Tensor& b) {
+  Tensor x = a.astype(DType::f64), y = b.astype(DType::f64);
+  double s = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) s += x.data<double>()[i] * y.data<double>()[i];
+  return s;
+}
+
+Tensor poisoned(std::vector<int64_t> shape, DType dt) {
+  return Tensor::full(std::move(shape), dt, NAN);
+}
+
+// ---- dense building blocks ---------------------------------------------------------------------
+
+TEST(NnFunctional, GemmAllTransposesMatchFloat64Loops) {
+  for (int64_t m : {1, 7, 33}) {
+    for (int64_t k : {1, 5, 64}) {
+      for (int64_t n : {1, 3, 31}) {
+        for (int t = 0; t < 4; ++t) {
+          const bool ta = t & 1, tb = t & 2;
+          Tensor a = random_tensor(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, seed_for(1 + t));
+          Tensor b = random_tensor(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, seed_for(9 + t));
+          Tensor c = poisoned({m, n}, DType::f32);
+          nn::gemm(a, ta, b, tb, c, 0);
+          Tensor ref = Tensor::empty({m, n}, DType::f64);
+          const float* pa = a.data<float>();
+          const float* pb = b.data<float>();
+          // Error relative to sum_p |a_ip b_pj|: a single dot product with cancellation (m = n =
+          // 1) has a tiny result but float32 rounding proportional to its terms.
+          double scale = 0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double s = 0, sa = 0;
+              for (int64_t p = 0; p < k; ++p) {
+                const double term = double(ta ? pa[p * m + i] : pa[i * k + p]) * (tb ? pb[j * k + p] : pb[p * n + j]);
+                s += term;
+                sa += std::fabs(term);
+              }
+              ref.data<double>()[i * n + j] = s;
+              scale += sa * sa;
+            }
+          auto err = [&] {
+            Tensor d = c.astype(DType::f64);
+            double e = 0;
+            for (int64_t i = 0; i < d.numel(); ++i) {
+              const double x = d.data<double>()[i] - ref.data<double>()[i];
+              e += std::isfinite(x) ? x * x : INFINITY;
+            }
+            return std::sqrt(e / scale);
+          };
+          EXPECT_LT(err(), 1e-6) << "m=" << m << " k=" << k << " n=" << n << " ta=" << ta << " tb=" << tb;
+          // beta = 1 accumulates.
+          nn::gemm(a, ta, b, tb, c, 1.0);
+          nn::axpy_(ref, 1.0, ref);
+          scale *= 4;
+          EXPECT_LT(err(), 1e-6);
+        }
+      }
+    }
+  }
+}
+
+// Mostly-zero left operands (bag-of-words features after dropout) take the row-sparse path.
+TEST(NnFunctional, GemmWithSparseLeftOperandMatchesDense) {
+  for (bool ta : {false, true}) {
+    Tensor a = random_tensor(ta ? std::vector<int64_t>{256, 300} : std::vector<int64_t>{300, 256}, seed_for(15));
+    float* pa = a.data<float>();
+    for (int64_t i = 0; i < a.numel(); ++i)
+      if (i % 23 != 0) pa[i] = 0.f;
+    Tensor b = random_tensor({256, 17}, seed_for(16));
+    Tensor c = poisoned({300, 17}, DType::f32);
+    nn::gemm(a, ta, b, false, c, 0);
+    Tensor ref = Tensor::zeros({300, 17}, DType::f64);
+    for (int64_t i = 0; i < 300; ++i)
+      for (int64_t p = 0; p < 256; ++p)
+        for (int64_t j = 0; j < 17; ++j)
+          ref.data<double>()[i * 17 + j] +=
+              double(ta ? pa[p * 300 + i] : pa[i * 256 + p]) * b.data<float>()[p * 17 + j];
+    EXPECT_LT(rel_error(c, ref), 1e-5) << "ta=" << ta;
+  }
+}
+
+TEST(NnFunctional, BiasColumnSumAxpyActivations) {
+  Tensor x = random_tensor({37, 5}, seed_for(20));
+  Tensor b = random_tensor({5}, seed_for(21));
+  Tensor y = x.clone();
+  nn::add_bias_(y, b);
+  Tensor s = poisoned({5}, DType::f32);
+  nn::column_sum(y, s);
+  for (int64_t j = 0; j < 5; ++j) {
+    double ref = 0;
+    for (int64_t i = 0; i < 37; ++i) {
+      const double v = double(x.data<float>()[i * 5 + j]) + b.data<float>()[j];
+      EXPECT_NEAR(y.data<float>()[i * 5 + j], v, 1e-6);
+      ref += v;
+    }
+    EXPECT_NEAR(s.data<float>()[j], ref, 1e-4);
+  }
+  Tensor r = x.clone();
+  nn::activation_(r, nn::Activation::relu);
+  Tensor e = x.clone();
+  nn::activation_(e, nn::Activation::elu);
+  Tensor gr = Tensor::full({37, 5}, DType::f32, 1.0), ge = gr.clone();
+  nn::activation_backward_(gr, r, nn::Activation::relu);
+  nn::activation_backward_(ge, e, nn::Activation::elu);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double v = x.data<float>()[i];
+    EXPECT_FLOAT_EQ(r.data<float>()[i], float(v > 0 ? v : 0));
+    EXPECT_NEAR(e.data<float>()[i], v > 0 ? v : std::expm1(v), 1e-6);
+    EXPECT_FLOAT_EQ(gr.data<float>()[i], v > 0 ? 1.f : 0.f);
+    EXPECT_NEAR(ge.data<float>()[i], v > 0 ? 1.0 : std::exp(v), 1e-6);
+  }
+}
+
+TEST(NnFunctional, DropoutIsSeededAndInvertedAndBackwardUsesTheSameMask) {
+  Tensor x = Tensor::full({1000, 10}, DType::f32, 1.0);
+  Tensor a = nn::dropout(x, 0.3, 42), b = nn::dropout(x, 0.3, 42), c = nn::dropout(x, 0.3, 43);
+  EXPECT_EQ(rel_error(a, b), 0.0);
+  EXPECT_GT(rel_error(a, c), 0.1);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const float v = a.data<float>()[i];
+    EXPECT_TRUE(v == 0.f || std::fabs(v - 1.f / 0.7f) < 1e-6);
+    kept += v != 0.f;
+  }
+  EXPECT_NEAR(double(kept) / double(a.numel()), 0.7, 0.03);
+  Tensor g = Tensor::full({1000, 10}, DType::f32, 1.0);
+  nn::dropout_backward_(g, 0.3, 42);
+  EXPECT_EQ(rel_error(g, a), 0.0);
+  EXPECT_EQ(rel_error(nn::dropout(x, 0.0, 1), x), 0.0);
+}
+
+TEST(NnFunctional, LogSoftmaxNllGradientMatchesFiniteDifferences) {
+  Tensor logits = random_f64({9, 4}, seed_for(30));
+  Tensor y = Tensor::from_vector<int64_t>({0, 1, 2, 3, -1, 1, 2, 0, 3});
+  Tensor idx = Tensor::from_vector<int64_t>({0, 2, 4, 5, 8});
+  Tensor grad;
+  const double loss = nn::log_softmax_nll(logits, y, idx, &grad);
+  EXPECT_GT(loss, 0);
+  const double h = 1e-6;
+  for (int64_t i = 0; i < logits.numel(); ++i) {
+    double& v = logits.data<double>()[i];
+    const double keep = v;
+    v = keep + h;
+    const double lp = nn::log_softmax_nll(logits, y, idx, nullptr);
+    v = keep - h;
+    const double lm = nn::log_softmax_nll(logits, y, idx, nullptr);
+    v = keep;
+    EXPECT_NEAR(grad.data<double>()[i], (lp - lm) / (2 * h), 1e-7) << "element " << i;
+  }
+  // accuracy: rows with label -1 are not counted.
+  Tensor l2 = Tensor::from_vector<float>({1, 0, 0, 1, 0, 1}, {3, 2});
+  Tensor y2 = Tensor::from_vector<int64_t>({0, 0, -1});
+  EXPECT_DOUBLE_EQ(nn::accuracy(l2, y2, Tensor::from_vector<int64_t>({0, 1, 2})), 0.5);
+}
+
+TEST(NnFunctional, AdamMatchesTheReferenceUpdate) {
+  Tensor p = Tensor::from_vector<double>({1.0, -2.0, 0.5});
+  Tensor g = Tensor::from_vector<double>({0.1, -0.3, 0.0});
+  Tensor m, v;
+  nn::AdamParams a{0.01, 0.9, 0.999, 1e-8, 0.1};
+  std::vector<double> rp{1.0, -2.0, 0.5}, rm(3, 0), rv(3, 0);
+  for (int64_t step = 1; step <= 3; ++step) {
+    nn::adam_step(p, g, m, v, step, a);
+    for (size_t i = 0; i < 3; ++i) {
+      const double gi = g.data<double>()[i] + 0.1 * rp[i];
+      rm[i] = 0.9 * rm[i] + 0.1 * gi;
+      rv[i] = 0.999 * rv[i] + 0.001 * gi * gi;
+      rp[i] -= 0.01 * (rm[i] / (1 - std::pow(0.9, step))) / (std::sqrt(rv[i] / (1 - std::pow(0.999, step))) + 1e-8);
+    }
+  }
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(p.data<double>()[i], rp[i], 1e-12);
+}
+
+TEST(NnFunctional, HeadDotAndItsBackward) {
+  const int64_t n = 6, heads = 3, f = 5;
+  Tensor x = random_f64({n, heads * f}, seed_for(40)), a = random_f64({heads * f}, seed_for(41));
+  Tensor out = nn::head_dot(x, a, heads);
+  Tensor go = random_f64({n, heads}, seed_for(42));
+  Tensor gx = Tensor::zeros({n, heads * f}, DType::f64), ga;
+  nn::head_dot_backward(x, a, heads, go, gx, ga);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < heads; ++h) {
+      double s = 0;
+      for (int64_t j = 0; j < f; ++j) {
+        s += x.data<double>()[i * heads * f + h * f + j] * a.data<double>()[h * f + j];
+        EXPECT_NEAR(gx.data<double>()[i * heads * f + h * f + j],
+                    go.data<double>()[i * heads + h] * a.data<double>()[h * f + j], 1e-12);
+      }
+      EXPECT_NEAR(out.data<double>()[i * heads + h], s, 1e-12);
+    }
+  for (int64_t c = 0; c < heads * f; ++c) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += go.data<double>()[i * heads + c / f] * x.data<double>()[i * heads * f + c];
+    EXPECT_NEAR(ga.data<double>()[c], s, 1e-12);
+  }
+}
+
+TEST(NnFunctional, ArgumentErrorsNameTheArgument) {
+  Tensor a = random_tensor({3, 4}, 1), b = random_tensor({5, 2}, 2), c;
+  try {
+    nn::gemm(a, false, b, false, c);
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("inner dimensions"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(nn::add_bias_(a, random_tensor({3}, 3)), InvalidArgument);
+  EXPECT_THROW(nn::dropout(a, 1.0, 1), InvalidArgument);
+  EXPECT_THROW(nn::gemm(a, false, random_f64({4, 2}, 4), false, c), InvalidArgument);
+  Tensor y = Tensor::from_vector<int64_t>({0, 7, 1});
+  EXPECT_THROW(nn::log_softmax_nll(a, y, Tensor::from_vector<int64_t>({1}), nullptr), InvalidArgument);
+  EXPECT_THROW(nn::log_softmax_nll(a, y, Tensor::from_vector<int64_t>({5}), nullptr), InvalidArgument);
+  nn::ConvSpec s;
+  s.in = 4;
+  s.out = 0;
+  EXPECT_THROW(nn::make_conv(s, DType::f32, Device::cpu()), InvalidArgument);
+  s.out = 4;
+  s.maxk = 5;
+  EXPECT_THROW(nn::make_conv(s, DType::f32, Device::cpu()), InvalidArgument);
+  nn::ModelConfig mc;
+  mc.in = 4;
+  mc.classes = 1;
+  EXPECT_THROW(nn::Model m(mc), InvalidArgument);
+}
+
+// ---- layers: finite differences in float64 -------------------------------------------------------
+
+struct LayerCase {
+  ConvKind kind;
+  int64_t maxk;
+  int64_t heads;
+  std::string name() const {
+    return std::string(nn::conv_name(kind)) + (maxk ? "_maxk" : "") + (heads > 1 ? "_heads" : "");
+  }
+};
+std::vector<LayerCase> layer_cases() {
+  return {{ConvKind::gcn, 0, 1}, {ConvKind::sage, 0, 1}, {ConvKind::gin, 0, 1},
+          {ConvKind::gat, 0, 1}, {ConvKind::gat, 0, 3},  {ConvKind::gcn, 3, 1},
+          {ConvKind::sage, 3, 1}, {ConvKind::gin, 3, 1}};
+}
+
+nn::ConvSpec spec_for(const LayerCase& c, int64_t in, int64_t out) {
+  nn::ConvSpec s;
+  s.kind = c.kind;
+  s.in = in;
+  s.out = out;
+  s.heads = c.heads;
+  s.maxk = c.maxk;
+  s.gin_eps = 0.25;
+  s.seed = 11;
+  return s;
+}
+
+class LayerGrad : public ::testing::TestWithParam<LayerCase> {};
+
+// L = <layer(x), R>: analytic gradients from backward(R) against central differences.
+TEST_P(LayerGrad, FiniteDifferencesFloat64) {
+  const LayerCase c = GetParam();
+  for (GraphKind kind : {GraphKind::rmat, GraphKind::empty_rows, GraphKind::half_row}) {
+    // in < out and in > out exercise both aggregation orders.
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{5, 7}, {7, 4}}) {
+      SCOPED_TRACE(c.name() + " on " + kind_name(kind) + " in=" + std::to_string(in) +
+                   " out=" + std::to_string(out));
+      Graph g = random_graph(kind, 24, seed_for(50 + int(kind)), false);
+      nn::GraphContext ctx(g, Device::cpu());
+      auto layer = nn::make_conv(spec_for(c, in, out), DType::f64, Device::cpu());
+      Tensor x = random_f64({g.n_rows, in}, seed_for(60));
+      Tensor r = random_f64({g.n_rows, layer->out_width()}, seed_for(61));
+      auto loss = [&] { return dot(layer->forward(ctx, x, false, 0), r); };
+      loss();
+      Tensor dx = layer->backward(ctx, r, true);
+      const double h = 1e-6;
+      auto check = [&](Tensor& t, const Tensor& grad, const std::string& what) {
+        ASSERT_TRUE(grad.defined()) << what;
+        ASSERT_EQ(grad.numel(), t.numel()) << what;
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < t.numel(); ++i) {
+          double& v = t.data<double>()[i];
+          const double keep = v;
+          v = keep + h;
+          const double lp = loss();
+          v = keep - h;
+          const double lm = loss();
+          v = keep;
+          const double fd = (lp - lm) / (2 * h), an = grad.data<double>()[i];
+          num += (fd - an) * (fd - an);
+          den += fd * fd;
+        }
+        EXPECT_GT(den, 1e-12) << what << ": the gradient vanished, the check would be vacuous";
+        EXPECT_LT(std::sqrt(num) / std::max(std::sqrt(den), 1e-12), 1e-6) << what;
+      };
+      for (nn::Parameter* p : layer->parameters()) check(p->value, p->grad, "parameter " + p->name);
+      check(x, dx, "input x");
+    }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Layers, LayerGrad, ::testing::ValuesIn(layer_cases()),
+                         [](const auto& pinfo) { return pinfo.param.name(); });
+
+// The float32 path runs through spgnn's ops (gspmm, gat_aggregate, maxk, cbsr_spgemm,
+// cbsr_sspmm); it must agree with the float64 path on forward and every gradient.
+class LayerF32 : public ::testing::TestWithParam<LayerCase> {};
+TEST_P(LayerF32, MatchesTheFloat64Path) {
+  const LayerCase c = GetParam();
+  for (GraphKind kind : all_graph_kinds()) {
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{13, 33}, {33, 6}}) {
+      SCOPED_TRACE(c.name() + " on " + kind_name(kind) + " in=" + std::to_string(in));
+      Graph g = random_graph(kind, 300, seed_for(70 + int(kind)), false);
+      nn::GraphContext c32(g, Device::cpu()), c64(g, Device::cpu());
+      auto l32 = nn::make_conv(spec_for(c, in, out), DType::f32, Device::cpu());
+      auto l64 = nn::make_conv(spec_for(c, in, out), DType::f64, Device::cpu());
+      Tensor x = random_tensor({g.n_rows, in}, seed_for(80));
+      Tensor r = random_tensor({g.n_rows, l32->out_width()}, seed_for(81));
+      Tensor y32 = l32->forward(c32, x, false, 0);
+      Tensor y64 = l64->forward(c64, x.astype(DType::f64), false, 0);
+      EXPECT_LT(rel_error(y32, y64), 1e-5) << "forward";
+      Tensor d32 = l32->backward(c32, r, true);
+      Tensor d64 = l64->backward(c64, r.astype(DType::f64), true);
+      EXPECT_LT(rel_error(d32, d64), 1e-5) << "grad x";
+      auto p32 = l32->parameters(), p64 = l64->parameters();
+      for (size_t i = 0; i < p32.size(); ++i)
+        EXPECT_LT(rel_error(p32[i]->grad, p64[i]->grad), 1e-5) << "grad " << p32[i]->name;
+    }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Layers, LayerF32, ::testing::ValuesIn(layer_cases()),
+                         [](const auto& pinfo) { return pinfo.param.name(); });
+
+// ---- whole models --------------------------------------------------------------------------------
+
+class ModelGrad : public ::testing::TestWithParam<LayerCase> {};
+// The NLL of a 3-layer model with dropout (fixed step, so fixed masks) and activations between
+// layers: checks the model's plumbing (dropout and activation backward, layer order).
+TEST_P(ModelGrad, FiniteDifferencesThroughDropoutAndActivations) {
+  const LayerCase c = GetParam();
+  Graph g = random_graph(GraphKind::rmat, 30, seed_for(90), false);
+  nn::GraphContext ctx(g, Device::cpu());
+  nn::ModelConfig mc;
+  mc.kind = c.kind;
+  mc.in = 6;
+  mc.hidden = 5;
+  mc.classes = 3;
+  mc.layers = 3;
+  mc.heads = 2;
+  mc.maxk = c.maxk;
+  mc.dropout = 0.3;
+  mc.attn_dropout = 0;
+  nn::Model model(mc, DType::f64);
+  // Random biases too: zero biases put ReLU inputs exactly on the kink for rows whose features
+  // were all dropped, where a finite difference measures half a slope.
+  uint64_t salt = 0;
+  for (nn::Parameter* p : model.parameters()) p->value = random_f64(p->value.shape(), seed_for(200 + salt++));
+  Tensor x = random_f64({g.n_rows, 6}, seed_for(91));
+  std::vector<int64_t> yv, iv;
+  for (int64_t i = 0; i < g.n_rows; ++i) {
+    yv.push_back(i % 3);
+    if (i % 2 == 0) iv.push_back(i);
+  }
+  Tensor y = Tensor::from_vector(yv), idx = Tensor::from_vector(iv);
+  auto loss = [&] { return nn::log_softmax_nll(model.forward(ctx, x, true, 5), y, idx, nullptr); };
+  Tensor grad;
+  nn::log_softmax_nll(model.forward(ctx, x, true, 5), y, idx, &grad);
+  model.backward(ctx, grad);
+  const double h = 1e-6;
+  for (nn::Parameter* p : model.parameters()) {
+    Tensor an = p->grad.clone();
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < p->value.numel(); ++i) {
+      double& v = p->value.data<double>()[i];
+      const double keep = v;
+      v = keep + h;
+      const double lp = loss();
+      v = keep - h;
+      const double lm = loss();
+      v = keep;
+      const double fd = (lp - lm) / (2 * h);
+      num += (fd - an.data<double>()[i]) * (fd - an.data<double>()[i]);
+      den += fd * fd;
+    }
+    // A floor on the scale: a gradient that is zero up to rounding (e.g. GAT's destination
+    // attention when LeakyReLU keeps every score of a row on one side) has no relative error.
+    EXPECT_LT(std::sqrt(num) / std::max(std::sqrt(den), 1e-4), 1e-5) << c.name() << " " << p->name;
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Models, ModelGrad,
+                         ::testing::Values(LayerCase{ConvKind::gcn, 0, 1}, LayerCase{ConvKind::sage, 0, 1},
+                                           LayerCase{ConvKind::gin, 0, 1}, LayerCase{ConvKind::gat, 0, 2},
+                                           LayerCase{ConvKind::sage, 2, 1}),
+                         [](const auto& pinfo) { return pinfo.param.name(); });
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "spgnn_nn_" + std::to_string(base_seed() % 100000) + "_" + name;
+}
+
+TEST(NnCheckpoint, SaveLoadRoundTripAndMismatchErrors) {
+  nn::ModelConfig mc;
+  mc.kind = ConvKind::sage;
+  mc.in = 8;
+  mc.classes = 3;
+  mc.seed = 3;
+  nn::Model a(mc);
+  const std::string path = temp_path("ckpt.bin");
+  a.save(path);
+  mc.seed = 4;  // different initial weights, same shapes
+  nn::Model b(mc);
+  EXPECT_THROW(b.load(path), InvalidArgument);  // the config records the seed too
+  mc.seed = 3;
+  nn::Model c(mc);
+  for (nn::Parameter* p : c.parameters()) p->value.fill_(0);
+  c.load(path);
+  auto pa = a.parameters(), pc = c.parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(rel_error(pa[i]->value, pc[i]->value), 0.0);
+  EXPECT_EQ(nn::Model::read_config(path).kind, ConvKind::sage);
+  {  // truncated file
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(bytes.size() / 2));
+  }
+  EXPECT_THROW(c.load(path), FormatError);
+  std::remove(path.c_str());
+}
+
+// ---- datasets ------------------------------------------------------------------------------------
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+TEST(NnDataset, OgbRawDirectoryAndItsErrors) {
+  const std::string dir = temp_path("ogb");
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/raw " + dir + "/split/time").c_str()), 0);
+  write_text(dir + "/raw/edge.csv", "0,1\n1,2\n3,2\n");
+  write_text(dir + "/raw/node-feat.csv", "0.5,1\n1,0\n0,0.25\n2,2\n");
+  write_text(dir + "/raw/node-label.csv", "0\n1\n2\nnan\n");
+  write_text(dir + "/split/time/train.csv", "0\n1\n");
+  write_text(dir + "/split/time/valid.csv", "2\n");
+  write_text(dir + "/split/time/test.csv", "3\n");
+  Dataset d = nn::load_dataset(dir);
+  EXPECT_EQ(d.graph.n_rows, 4);
+  EXPECT_EQ(d.graph.nnz(), 6);  // symmetrised
+  EXPECT_EQ(d.x.dim(1), 2);
+  EXPECT_FLOAT_EQ(d.x.data<float>()[5], 0.25f);
+  EXPECT_EQ(d.num_classes, 3);
+  EXPECT_EQ(d.y.data<int64_t>()[3], -1);
+  EXPECT_EQ(d.train_idx.numel(), 2);
+  nn::check_dataset(d);
+  write_text(dir + "/raw/node-label.csv", "0\n1\n2\n");
+  EXPECT_THROW(nn::load_dataset(dir), FormatError);
+  write_text(dir + "/raw/node-label.csv", "0\n1\n2\n1\n");
+  write_text(dir + "/raw/edge.csv", "0,1\n1,9\n");
+  EXPECT_THROW(nn::load_dataset(dir), FormatError);
+  write_text(dir + "/raw/edge.csv", "0,1\n1,x\n");
+  EXPECT_THROW(nn::load_dataset(dir), FormatError);
+  EXPECT_THROW(nn::load_dataset(dir + "/nonexistent"), InvalidArgument);
+  ASSERT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
+}
+
+TEST(NnDataset, GraphFilesGetSyntheticFeaturesAndBuiltinIsLabelled) {
+  const std::string path = temp_path("g.mtx");
+  write_graph(random_graph(GraphKind::uniform, 50, seed_for(100), false), path);
+  nn::DatasetOptions o;
+  o.synthetic_features = 7;
+  o.synthetic_classes = 3;
+  Dataset d = nn::load_dataset(path, o);
+  EXPECT_EQ(d.x.dim(0), 50);
+  EXPECT_EQ(d.x.dim(1), 7);
+  EXPECT_EQ(d.num_classes, 3);
+  EXPECT_EQ(d.train_idx.numel() + d.val_idx.numel() + d.test_idx.numel(), 50);
+  nn::check_dataset(d);
+  std::remove(path.c_str());
+  Dataset b = nn::load_dataset("builtin");
+  nn::check_dataset(b);
+  EXPECT_GE(b.num_classes, 2);
+}
+
+}  // namespace
+}  // namespace spgnn::test
