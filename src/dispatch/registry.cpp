@@ -207,23 +207,34 @@ Schedule normalized(OpKind op, Schedule s) {
   return s;
 }
 
-// The GPU rules (docs/STRATEGIES.md, "auto"). Measured on an H100 (R-MAT scale 20, a uniform
-// graph of average degree 100, PubMed; F = 4, 32, 128), gnnone was fastest or within 1% of the
-// fastest SpMM in every case: its fixed non-zeros per warp make it immune to hub rows, which cost
-// the row-parallel kernels (warp_vertex, rowtile) 10-40x on R-MAT and 3-4x on PubMed (a row of
-// 171 non-zeros is walked by one warp while the rest idle), and even on the uniform graph
-// warp_vertex stayed 1.2-1.4x behind. So gnnone is the rule, and the statistics only pick out
-// the case where a row-parallel kernel has nothing to lose: no edges at all (one kernel, no
-// zero-fill).
-Schedule gpu_spmm_choice(const AutoStats& st, int64_t) {
-  if (st.nnz == 0) return Schedule{"warp_vertex", {}};
+// The GPU rules (docs/STRATEGIES.md, "auto"), set from the H100 suite in docs/BENCHMARKS.md
+// (6 graphs x 5 widths x SpMM/SDDMM, every strategy timed in one process):
+//  - gnnone is the default: its fixed non-zeros per warp make it immune to hub rows, which cost
+//    the row-parallel kernels (warp_vertex, rowtile) 5-10x on R-MAT graphs.
+//  - Tiny graphs (< 20K edges) are launch-bound (~10 us): cuSPARSE's single launch beats
+//    gnnone's zero-fill + main kernel pair by 1-2 us, so it goes first where it supports the op.
+//  - Regular, dense-row graphs (average degree >= 64, degree CV < 0.5, e.g. Reddit-shaped):
+//    a warp per row streams long rows with no atomics and wins SpMM at F >= 128 (1.12-1.16x over
+//    gnnone); for SDDMM at F <= 32 cuSPARSE's CSR kernel wins (1.3x), gnnone at wider F.
+// Every proposal still passes through the strategy's supports(); pick() falls back otherwise.
+constexpr int64_t kTinyNnz = 20000;
+constexpr double kDenseRowDegree = 64;
+constexpr double kRegularCv = 0.5;
+
+bool regular_dense_rows(const AutoStats& st) {
+  return st.avg >= kDenseRowDegree && st.cv < kRegularCv;
+}
+
+Schedule gpu_spmm_choice(const AutoStats& st, int64_t F) {
+  if (st.nnz == 0) return Schedule{"warp_vertex", {}};  // one kernel, nothing to balance
+  if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};
+  if (regular_dense_rows(st) && F >= 128) return Schedule{"warp_vertex", {}};
   return Schedule{"gnnone", {}};
 }
 
-Schedule gpu_sddmm_choice(const AutoStats&, const SddmmProblem&) {
-  // gnnone keeps a destination (v) row in registers while the row lasts and caches the edge
-  // indices per warp; shuffle is the G-Sparse alternative, chosen explicitly until measured
-  // numbers show where it wins.
+Schedule gpu_sddmm_choice(const AutoStats& st, const SddmmProblem& p) {
+  if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};
+  if (regular_dense_rows(st) && p.F <= 32) return Schedule{"cusparse", {}};
   return Schedule{"gnnone", {}};
 }
 

@@ -252,7 +252,7 @@ TEST(MaxkGpu, CbsrProductsParameters) {
                            GraphKind::empty_rows})
       for (int64_t F : {int64_t{64}, int64_t{300}})
         for (int64_t k : {int64_t{2}, int64_t{7}, int64_t{16}, int64_t{96}, F}) {
-          if (quick() && k != 7 && k != F) continue;
+          if (k > F || (quick() && k != 7 && k != F)) continue;
           check_products(kind, DType::i32, F, k, int(k % 4), strategy("gpu", p));
         }
 #endif

@@ -75,11 +75,21 @@ TEST(NnGpuFunctional, ElementwiseAndRowwiseKernelsMatchCpu) {
       EXPECT_LT(rel_error(dg, hg), 1e-6) << "activation backward";
     }
     Tensor hd = nn::dropout(hx, 0.4, 99), dd = nn::dropout(dx, 0.4, 99);
-    EXPECT_EQ(rel_error(dd, hd), 0.0) << "dropout masks must be identical on host and device";
+    // The kept set must be identical; kept values may differ in the last bit (the 1/(1-p) scale
+    // is rounded differently by the host and device compilers).
+    auto same_mask = [](const Tensor& a, const Tensor& b) {
+      const auto x = a.to(Device::cpu()).to_vector<float>(), y = b.to(Device::cpu()).to_vector<float>();
+      for (size_t i = 0; i < x.size(); ++i)
+        if ((x[i] == 0.f) != (y[i] == 0.f)) return false;
+      return true;
+    };
+    EXPECT_TRUE(same_mask(dd, hd)) << "dropout masks must be identical on host and device";
+    EXPECT_LT(rel_error(dd, hd), 1e-6);
     Tensor hgd = hx.clone(), dgd = dx.clone();
     nn::dropout_backward_(hgd, 0.4, 99);
     nn::dropout_backward_(dgd, 0.4, 99);
-    EXPECT_EQ(rel_error(dgd, hgd), 0.0);
+    EXPECT_TRUE(same_mask(dgd, hgd));
+    EXPECT_LT(rel_error(dgd, hgd), 1e-6);
     Tensor hy = hx.clone(), dy = dx.clone();
     nn::axpy_(hy, 0.5, hx);
     nn::axpy_(dy, 0.5, dx);
