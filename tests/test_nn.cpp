@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -283,6 +284,7 @@ class LayerGrad : public ::testing::TestWithParam<LayerCase> {};
 // L = <layer(x), R>: analytic gradients from backward(R) against central differences.
 TEST_P(LayerGrad, FiniteDifferencesFloat64) {
   const LayerCase c = GetParam();
+  std::map<std::string, bool> seen_gradient;
   for (GraphKind kind : {GraphKind::rmat, GraphKind::empty_rows, GraphKind::half_row}) {
     // in < out and in > out exercise both aggregation orders.
     for (auto [in, out] : {std::pair<int64_t, int64_t>{5, 7}, {7, 4}}) {
@@ -313,13 +315,24 @@ TEST_P(LayerGrad, FiniteDifferencesFloat64) {
           num += (fd - an) * (fd - an);
           den += fd * fd;
         }
-        EXPECT_GT(den, 1e-12) << what << ": the gradient vanished, the check would be vacuous";
-        EXPECT_LT(std::sqrt(num) / std::max(std::sqrt(den), 1e-12), 1e-6) << what;
+        // A gradient can be legitimately zero on one graph: with one head, a row whose logits all
+        // sit on one side of the LeakyReLU kink ignores att_dst (softmax drops a per-row shift).
+        // Then the analytic gradient must be zero too; and across the sweep every parameter must
+        // see a non-vanishing gradient somewhere, or the check would be vacuous.
+        if (den > 1e-12) {
+          seen_gradient[what] = true;
+          EXPECT_LT(std::sqrt(num) / std::sqrt(den), 1e-6) << what;
+        } else {
+          seen_gradient.emplace(what, false);
+          EXPECT_LT(std::sqrt(num), 1e-8) << what << ": finite differences are flat here";
+        }
       };
       for (nn::Parameter* p : layer->parameters()) check(p->value, p->grad, "parameter " + p->name);
       check(x, dx, "input x");
     }
   }
+  for (const auto& [what, seen] : seen_gradient)
+    EXPECT_TRUE(seen) << what << ": the gradient vanished on every graph, the check is vacuous";
 }
 INSTANTIATE_TEST_SUITE_P(Layers, LayerGrad, ::testing::ValuesIn(layer_cases()),
                          [](const auto& pinfo) { return pinfo.param.name(); });

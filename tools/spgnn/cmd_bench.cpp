@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/timing.hpp"
+#include "spgnn/bench_util.hpp"
 #include "spgnn/cmd_bench_gat.hpp"
 #include "spgnn/cmd_bench_maxk.hpp"
 #include "spgnn/commands.hpp"
@@ -44,94 +45,6 @@ struct BenchOpts {
   bool wide_e = false;
   LoadFlags flags;
 };
-
-// Uniform values in [-1, 1) from a counter-based hash: fast, parallel and seed-deterministic.
-Tensor random_features(std::vector<int64_t> shape, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  Tensor t = Tensor::empty(std::move(shape), DType::f32);
-  float* p = t.data<float>();
-  const int64_t n = t.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t z = seed * 0x9E3779B97F4A7C15ULL + uint64_t(i) + 1;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    p[i] = lo + (hi - lo) * float(double(z >> 11) * (1.0 / 9007199254740992.0));
-  }
-  return t;
-}
-
-// The rows `rows` of g (with all their edges) as a graph of k rows, plus the edge ids they came
-// from: the reference is computed on this sample instead of on the whole graph.
-struct RowSample {
-  Graph graph;
-  std::vector<int64_t> rows, edges;
-};
-
-template <class I>
-RowSample sample_rows_t(const Graph& g, const std::vector<int64_t>& rows) {
-  RowSample s;
-  s.rows = rows;
-  const I* rp = g.rowptr.data<I>();
-  const I* col = g.col.data<I>();
-  std::vector<int64_t> r, c;
-  for (size_t k = 0; k < rows.size(); ++k)
-    for (I e = rp[rows[k]]; e < rp[rows[k] + 1]; ++e) {
-      r.push_back(int64_t(k));
-      c.push_back(col[e]);
-      s.edges.push_back(e);
-    }
-  BuildOptions keep;
-  keep.duplicates = DuplicatePolicy::keep;
-  keep.index_width = IndexWidth::i64;
-  s.graph = graph_from_edges(int64_t(rows.size()), g.n_cols, r, c, {}, keep);
-  return s;
-}
-
-RowSample sample_rows(const Graph& g, int64_t max_rows, uint64_t seed) {
-  std::vector<int64_t> rows;
-  if (g.n_rows <= max_rows) {
-    for (int64_t i = 0; i < g.n_rows; ++i) rows.push_back(i);
-  } else {
-    // The largest row always (it is where split-row atomics happen), the rest at random.
-    const Tensor deg_src = g.rowptr.astype(DType::i64);
-    const int64_t* rp = deg_src.data<int64_t>();
-    int64_t big = 0;
-    for (int64_t i = 0; i < g.n_rows; ++i)
-      if (rp[i + 1] - rp[i] > rp[big + 1] - rp[big]) big = i;
-    rows.push_back(big);
-    std::mt19937_64 rng(seed);
-    while (int64_t(rows.size()) < max_rows) rows.push_back(int64_t(rng() % uint64_t(g.n_rows)));
-    std::sort(rows.begin(), rows.end());
-    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  }
-  return g.index_dtype() == DType::i32 ? sample_rows_t<int32_t>(g, rows)
-                                       : sample_rows_t<int64_t>(g, rows);
-}
-
-Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& idx) {
-  const int64_t w = t.ndim() == 1 ? 1 : t.dim(1);
-  Tensor out = Tensor::empty(t.ndim() == 1 ? std::vector<int64_t>{int64_t(idx.size())}
-                                           : std::vector<int64_t>{int64_t(idx.size()), w},
-                             DType::f32);
-  const float* src = t.data<float>();
-  float* dst = out.data<float>();
-  for (size_t k = 0; k < idx.size(); ++k)
-    std::copy_n(src + idx[k] * w, w, dst + int64_t(k) * w);
-  return out;
-}
-
-double rel_err(const Tensor& got, const Tensor& ref) {
-  const float* a = got.data<float>();
-  const float* b = ref.data<float>();
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
 
 struct Row {
   std::string graph, strategy, note;
@@ -242,7 +155,7 @@ void run_bench(const BenchOpts& o) {
     const std::string gname = o.names.empty() ? o.graphs[gi] : o.names[gi];
     Graph host = load_with_flags(o.graphs[gi], o.flags);
     const bool need_e = kind == OpKind::spmm && sop != SpmmOp::copy_u;
-    if (need_e && !host.has_values()) host.val = random_features({host.nnz()}, o.seed + 7, 0.5f, 1.5f);
+    if (need_e && !host.has_values()) host.val = random_values({host.nnz()}, o.seed + 7, 0.5f, 1.5f);
     Graph g = dev.is_cuda() ? host.to(dev) : host;
     const RowSample sample = o.no_check ? RowSample{} : sample_rows(host, o.check_rows, o.seed);
     for (int64_t F : o.dims) {
@@ -252,14 +165,14 @@ void run_bench(const BenchOpts& o) {
         return t == Target::u ? host.n_cols : t == Target::v ? host.n_rows : host.nnz();
       };
       if (kind == OpKind::spmm) {
-        if (sop != SpmmOp::copy_e) u_h = random_features({host.n_cols, F}, o.seed + 1);
+        if (sop != SpmmOp::copy_e) u_h = random_values({host.n_cols, F}, o.seed + 1);
         if (sop != SpmmOp::copy_u)
           e_h = (o.wide_e || sop == SpmmOp::copy_e)
-                    ? random_features({host.nnz(), F}, o.seed + 2, 0.5f, 1.5f)
+                    ? random_values({host.nnz(), F}, o.seed + 2, 0.5f, 1.5f)
                     : host.val.reshape({host.nnz(), 1});
       } else {
-        lhs_h = random_features({rows_of(lt), F}, o.seed + 3);
-        rhs_h = random_features({rows_of(rt), F}, o.seed + 4);
+        lhs_h = random_values({rows_of(lt), F}, o.seed + 3);
+        rhs_h = random_values({rows_of(rt), F}, o.seed + 4);
       }
       auto dev_copy = [&](const Tensor& t) { return !t.defined() || !dev.is_cuda() ? t : t.to(dev); };
       const Tensor u = dev_copy(u_h), e = dev_copy(e_h), lhs = dev_copy(lhs_h), rhs = dev_copy(rhs_h);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/timing.hpp"
+#include "spgnn/bench_util.hpp"
 #include "spgnn/cmd_bench_gat.hpp"
 #include "spgnn/common.hpp"
 #include "spgnn/ops.hpp"
@@ -21,80 +22,6 @@
 namespace spgnn::cli {
 
 namespace {
-
-Tensor random_features(std::vector<int64_t> shape, uint64_t seed, float lo, float hi) {
-  Tensor t = Tensor::empty(std::move(shape), DType::f32);
-  float* p = t.data<float>();
-  const int64_t n = t.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t z = seed * 0x9E3779B97F4A7C15ULL + uint64_t(i) + 1;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    p[i] = lo + (hi - lo) * float(double(z >> 11) * (1.0 / 9007199254740992.0));
-  }
-  return t;
-}
-
-// Rows of g (all their edges) as a graph of k rows over the same columns, plus the edge ids.
-struct Sample {
-  Graph graph;
-  std::vector<int64_t> rows, edges;
-};
-
-Sample sample_rows(const Graph& g, int64_t max_rows, uint64_t seed) {
-  Sample s;
-  const std::vector<int64_t> rp = g.rowptr.astype(DType::i64).to_vector<int64_t>();
-  if (g.n_rows <= max_rows) {
-    for (int64_t i = 0; i < g.n_rows; ++i) s.rows.push_back(i);
-  } else {
-    int64_t big = 0;  // the longest row always: the one a warp-per-vertex kernel finds hardest
-    for (int64_t i = 0; i < g.n_rows; ++i)
-      if (rp[i + 1] - rp[i] > rp[big + 1] - rp[big]) big = i;
-    s.rows.push_back(big);
-    std::mt19937_64 rng(seed);
-    while (int64_t(s.rows.size()) < max_rows) s.rows.push_back(int64_t(rng() % uint64_t(g.n_rows)));
-    std::sort(s.rows.begin(), s.rows.end());
-    s.rows.erase(std::unique(s.rows.begin(), s.rows.end()), s.rows.end());
-  }
-  const std::vector<int64_t> col = g.col.astype(DType::i64).to_vector<int64_t>();
-  std::vector<int64_t> r, c;
-  for (size_t k = 0; k < s.rows.size(); ++k)
-    for (int64_t e = rp[s.rows[k]]; e < rp[s.rows[k] + 1]; ++e) {
-      r.push_back(int64_t(k));
-      c.push_back(col[e]);
-      s.edges.push_back(e);
-    }
-  BuildOptions keep;
-  keep.duplicates = DuplicatePolicy::keep;
-  keep.index_width = IndexWidth::i64;
-  s.graph = graph_from_edges(int64_t(s.rows.size()), g.n_cols, r, c, {}, keep);
-  return s;
-}
-
-Tensor gather_rows(const Tensor& t_any, const std::vector<int64_t>& idx) {
-  const Tensor t = t_any.to(Device::cpu());
-  const int64_t w = t.ndim() == 1 ? 1 : t.dim(1);
-  Tensor out = Tensor::empty({int64_t(idx.size()), w}, DType::f32);
-  const float* src = t.data<float>();
-  float* dst = out.data<float>();
-  for (size_t k = 0; k < idx.size(); ++k) std::copy_n(src + idx[k] * w, w, dst + int64_t(k) * w);
-  return out;
-}
-
-double rel_err(const Tensor& got_any, const Tensor& ref_any) {
-  const Tensor got = got_any.to(Device::cpu()), ref = ref_any.to(Device::cpu());
-  const float* a = got.data<float>();
-  const float* b = ref.data<float>();
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
 
 struct Row {
   std::string graph, variant, note;
@@ -131,13 +58,13 @@ void run_bench_gat(const GatBenchArgs& o) {
     Graph host = load_with_flags(o.graphs[gi], o.flags);
     host.val = Tensor();
     const Graph g = dev.is_cuda() ? host.to(dev) : host;
-    const Sample sample = o.no_check ? Sample{} : sample_rows(host, o.check_rows, o.seed);
+    const RowSample sample = o.no_check ? RowSample{} : sample_rows(host, o.check_rows, o.seed);
     for (int64_t H : o.heads)
       for (int64_t F : o.dims) {
-        const Tensor feat_h = random_features({host.n_cols, H * F}, o.seed + 1, -1.f, 1.f);
-        const Tensor el_h = random_features({host.n_cols, H}, o.seed + 2, -2.f, 2.f);
-        const Tensor er_h = random_features({host.n_rows, H}, o.seed + 3, -2.f, 2.f);
-        const Tensor gout_h = random_features({host.n_rows, H * F}, o.seed + 4, -1.f, 1.f);
+        const Tensor feat_h = random_values({host.n_cols, H * F}, o.seed + 1, -1.f, 1.f);
+        const Tensor el_h = random_values({host.n_cols, H}, o.seed + 2, -2.f, 2.f);
+        const Tensor er_h = random_values({host.n_rows, H}, o.seed + 3, -2.f, 2.f);
+        const Tensor gout_h = random_values({host.n_rows, H * F}, o.seed + 4, -1.f, 1.f);
         auto on_dev = [&](const Tensor& t) { return dev.is_cuda() ? t.to(dev) : t; };
         const Tensor feat = on_dev(feat_h), el = on_dev(el_h), er = on_dev(er_h), gout = on_dev(gout_h);
         GatParams prm;

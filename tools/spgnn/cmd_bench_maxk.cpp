@@ -8,6 +8,7 @@
 // and SpGEMM: sampled output rows; SSpMM: sampled source vertices with all their in-edges).
 // Prints ms, the speedups of SpGEMM and SSpMM over SpMM, and maxk's share of the SpGEMM time.
 #include "spgnn/cmd_bench_maxk.hpp"
+#include "spgnn/bench_util.hpp"
 
 #include <omp.h>
 
@@ -30,20 +31,6 @@ namespace spgnn::cli {
 
 namespace {
 
-Tensor random_values(std::vector<int64_t> shape, uint64_t seed, float lo, float hi) {
-  Tensor t = Tensor::empty(std::move(shape), DType::f32);
-  float* p = t.data<float>();
-  const int64_t n = t.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t z = seed * 0x9E3779B97F4A7C15ULL + uint64_t(i) + 1;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    p[i] = lo + (hi - lo) * float(double(z >> 11) * (1.0 / 9007199254740992.0));
-  }
-  return t;
-}
 
 OpOptions with_strategy(const std::string& s, std::map<std::string, int64_t> params = {}) {
   OpOptions o;
@@ -66,17 +53,6 @@ std::vector<int64_t> sample_ids(int64_t n, int64_t max_count, uint64_t seed, int
   return ids;
 }
 
-// Rows `ids` of a 2-D host tensor of any element type.
-Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& ids) {
-  const int64_t w = t.dim(1);
-  const size_t es = dtype_size(t.dtype());
-  Tensor out = Tensor::empty({int64_t(ids.size()), w}, t.dtype());
-  const auto* src = static_cast<const unsigned char*>(t.raw());
-  auto* dst = static_cast<unsigned char*>(out.raw());
-  for (size_t i = 0; i < ids.size(); ++i)
-    std::memcpy(dst + i * size_t(w) * es, src + size_t(ids[i]) * size_t(w) * es, size_t(w) * es);
-  return out;
-}
 
 // The reference problems on samples of the graph, built once per graph:
 //   rows: the sampled rows with all their edges (SpGEMM's output rows),
@@ -124,17 +100,6 @@ Samples make_samples(const Graph& g, const float* w, int64_t max_rows, uint64_t 
   return s;
 }
 
-double rel_err(const Tensor& got, const Tensor& ref) {
-  const float* a = got.data<float>();
-  const float* b = ref.data<float>();
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
