@@ -22,6 +22,7 @@
 
 #include "kernels/attention_problem.hpp"
 #include "kernels/cpu/attention_cpu.hpp"
+#include "dispatch/problem.hpp"
 #include "spgnn/ops.hpp"
 #if SPGNN_WITH_CUDA
 #include "kernels/cuda/attention_kernels.hpp"
@@ -34,15 +35,6 @@ namespace {
 using detail::GatProblem;
 using detail::SoftmaxBwdProblem;
 using detail::SoftmaxProblem;
-
-void check_graph(const Graph& g, const char* op) {
-  SPGNN_CHECK(g.row.defined() && g.col.defined() && g.rowptr.defined(), InvalidArgument, op,
-              ": graph has no arrays (build it with graph_from_edges or read_graph)");
-  SPGNN_CHECK(g.index_dtype() == DType::i32 || g.index_dtype() == DType::i64, InvalidArgument, op,
-              ": graph index dtype must be int32 or int64, got ", dtype_name(g.index_dtype()));
-  SPGNN_CHECK(g.rowptr.numel() == g.n_rows + 1, InvalidArgument, op, ": graph rowptr has ",
-              g.rowptr.numel(), " entries, expected n_rows + 1 = ", g.n_rows + 1);
-}
 
 std::string shape_of(const std::vector<int64_t>& s) {
   std::string r = "[";
@@ -263,7 +255,7 @@ void gat_unfused_forward(const GatProblem& p) {
 // Checks the GAT inputs shared by forward and backward and fills the problem's sizes.
 GatProblem gat_problem(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
                        const GatParams& params, const OpOptions& options, const char* op) {
-  check_graph(g, op);
+  detail::check_graph_arrays(g, op);
   SPGNN_CHECK(params.heads >= 1, InvalidArgument, op, ": params.heads must be >= 1, got ",
               params.heads);
   SPGNN_CHECK(std::isfinite(params.negative_slope), InvalidArgument, op,
@@ -310,7 +302,7 @@ int64_t softmax_heads(const Graph& g, const Tensor& t, const char* arg, const ch
 
 void edge_softmax(const Graph& g, const Tensor& scores, Tensor& out, const OpOptions& options) {
   constexpr const char* kOp = "edge_softmax";
-  check_graph(g, kOp);
+  detail::check_graph_arrays(g, kOp);
   SoftmaxProblem p;
   p.g = &g;
   p.H = softmax_heads(g, scores, "scores", kOp);
@@ -330,7 +322,7 @@ void edge_softmax(const Graph& g, const Tensor& scores, Tensor& out, const OpOpt
 void edge_softmax_backward(const Graph& g, const Tensor& out, const Tensor& grad_out,
                            Tensor& grad_scores, const OpOptions& options) {
   constexpr const char* kOp = "edge_softmax_backward";
-  check_graph(g, kOp);
+  detail::check_graph_arrays(g, kOp);
   SoftmaxBwdProblem p;
   p.g = &g;
   p.H = softmax_heads(g, out, "out", kOp);

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "kernels/cpu/maxk_cpu.hpp"
+#include "dispatch/problem.hpp"
 #include "spgnn/ops.hpp"
 #if SPGNN_WITH_CUDA
 #include "kernels/cuda/maxk_kernels.hpp"
@@ -142,15 +143,6 @@ void check_cbsr(const Cbsr& x, const char* arg, const char* op, int64_t rows,
   }
 }
 
-void check_graph(const Graph& g, const char* op) {
-  SPGNN_CHECK(g.row.defined() && g.col.defined() && g.rowptr.defined(), InvalidArgument, op,
-              ": graph has no arrays (build it with graph_from_edges or read_graph)");
-  SPGNN_CHECK(g.index_dtype() == DType::i32 || g.index_dtype() == DType::i64, InvalidArgument, op,
-              ": graph index dtype must be int32 or int64, got ", dtype_name(g.index_dtype()));
-  SPGNN_CHECK(g.rowptr.numel() == g.n_rows + 1, InvalidArgument, op, ": graph rowptr has ",
-              g.rowptr.numel(), " entries, expected n_rows + 1 = ", g.n_rows + 1);
-}
-
 // Edge weights: `e` ([nnz] or [nnz, 1]), else the graph's values, else none (1 per edge).
 const float* edge_weights(const Graph& g, const Tensor& e, const char* op) {
   const Tensor* w = e.defined() ? &e : g.has_values() ? &g.val : nullptr;
@@ -225,7 +217,7 @@ Tensor maxk_backward(const Cbsr& kept, const Tensor& d_data, const OpOptions& op
 void cbsr_spgemm(const Graph& g, const Cbsr& x, const Tensor& e, Tensor& out,
                  const OpOptions& options) {
   constexpr const char* kOp = "cbsr_spgemm";
-  check_graph(g, kOp);
+  detail::check_graph_arrays(g, kOp);
   check_cbsr(x, "x", kOp, g.n_cols, "n_cols", g.device());
   const float* w = edge_weights(g, e, kOp);
   prepare_output(out, "out", kOp, g.n_rows, x.F, g.device());
@@ -243,7 +235,7 @@ void cbsr_spgemm(const Graph& g, const Cbsr& x, const Tensor& e, Tensor& out,
 void cbsr_sspmm(const Graph& g, const Tensor& e, const Tensor& d_out, const Cbsr& x,
                 Tensor& d_data, const OpOptions& options) {
   constexpr const char* kOp = "cbsr_sspmm";
-  check_graph(g, kOp);
+  detail::check_graph_arrays(g, kOp);
   check_cbsr(x, "x", kOp, g.n_cols, "n_cols", g.device());
   check_f32_matrix(d_out, "d_out", kOp, g.n_rows, "n_rows", x.F, "x.F", g.device());
   const float* w = edge_weights(g, e, kOp);

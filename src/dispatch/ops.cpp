@@ -12,22 +12,6 @@ namespace {
 using detail::SddmmProblem;
 using detail::SpmmProblem;
 
-void check_graph(const Graph& g, const char* op) {
-  SPGNN_CHECK(g.row.defined() && g.col.defined() && g.rowptr.defined(), InvalidArgument, op,
-              ": graph has no arrays (build it with graph_from_edges or read_graph)");
-  SPGNN_CHECK(g.index_dtype() == DType::i32 || g.index_dtype() == DType::i64, InvalidArgument, op,
-              ": graph index dtype must be int32 or int64, got ", dtype_name(g.index_dtype()));
-  SPGNN_CHECK(g.col.dtype() == g.row.dtype() && g.rowptr.dtype() == g.row.dtype(),
-              InvalidArgument, op, ": graph row/col/rowptr must share one index dtype (row ",
-              dtype_name(g.row.dtype()), ", col ", dtype_name(g.col.dtype()), ", rowptr ",
-              dtype_name(g.rowptr.dtype()), ")");
-  SPGNN_CHECK(g.col.numel() == g.row.numel(), InvalidArgument, op, ": graph has ",
-              g.row.numel(), " row indices but ", g.col.numel(), " col indices");
-  SPGNN_CHECK(g.rowptr.numel() == g.n_rows + 1, InvalidArgument, op, ": graph rowptr has ",
-              g.rowptr.numel(), " entries, expected n_rows + 1 = ", g.n_rows + 1);
-  SPGNN_CHECK(g.col.device() == g.row.device() && g.rowptr.device() == g.row.device(),
-              InvalidArgument, op, ": graph arrays are on different devices");
-}
 
 void check_operand(const Tensor& t, const char* arg, const char* op, const Graph& g,
                    int64_t rows, const char* rows_name) {
@@ -72,7 +56,7 @@ void run_spmm(SpmmProblem& p, const OpOptions& options) {
 void gspmm_impl(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const Tensor& e_in,
                 Tensor& out, Tensor* arg_u, Tensor* arg_e, const OpOptions& options) {
   constexpr const char* kOp = "gspmm";
-  check_graph(g, kOp);
+  detail::check_graph_arrays(g, kOp);
   check_schedule(OpKind::spmm, options.schedule);
   SpmmProblem p;
   p.g = &g;
@@ -129,7 +113,7 @@ void gspmm(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const Tens
 void gsddmm(const Graph& g, SddmmOp op, const Tensor& lhs, const Tensor& rhs, Tensor& out,
             Target lhs_target, Target rhs_target, const OpOptions& options) {
   constexpr const char* kOp = "gsddmm";
-  check_graph(g, kOp);
+  detail::check_graph_arrays(g, kOp);
   check_schedule(OpKind::sddmm, options.schedule);
   auto rows_of = [&](Target t) {
     return t == Target::u ? g.n_cols : t == Target::v ? g.n_rows : g.nnz();
@@ -226,5 +210,24 @@ double sddmm_bytes(const Graph& g, SddmmOp op, int64_t F, Target lhs, Target rhs
   if (op != SddmmOp::copy_lhs) b += side(rhs);
   return b;
 }
+
+namespace detail {
+void check_graph_arrays(const Graph& g, const char* op) {
+  SPGNN_CHECK(g.row.defined() && g.col.defined() && g.rowptr.defined(), InvalidArgument, op,
+              ": graph has no arrays (build it with graph_from_edges or read_graph)");
+  SPGNN_CHECK(g.index_dtype() == DType::i32 || g.index_dtype() == DType::i64, InvalidArgument, op,
+              ": graph index dtype must be int32 or int64, got ", dtype_name(g.index_dtype()));
+  SPGNN_CHECK(g.col.dtype() == g.row.dtype() && g.rowptr.dtype() == g.row.dtype(),
+              InvalidArgument, op, ": graph row/col/rowptr must share one index dtype (row ",
+              dtype_name(g.row.dtype()), ", col ", dtype_name(g.col.dtype()), ", rowptr ",
+              dtype_name(g.rowptr.dtype()), ")");
+  SPGNN_CHECK(g.col.numel() == g.row.numel(), InvalidArgument, op, ": graph has ",
+              g.row.numel(), " row indices but ", g.col.numel(), " col indices");
+  SPGNN_CHECK(g.rowptr.numel() == g.n_rows + 1, InvalidArgument, op, ": graph rowptr has ",
+              g.rowptr.numel(), " entries, expected n_rows + 1 = ", g.n_rows + 1);
+  SPGNN_CHECK(g.col.device() == g.row.device() && g.rowptr.device() == g.row.device(),
+              InvalidArgument, op, ": graph arrays are on different devices");
+}
+}  // namespace detail
 
 }  // namespace spgnn

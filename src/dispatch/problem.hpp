@@ -39,6 +39,10 @@ struct SddmmProblem {
   int64_t out_width() const { return op == SddmmOp::dot ? 1 : F; }
 };
 
+// Checks that a graph handed to an op front door has its arrays, one index dtype (int32 or int64)
+// shared by row/col/rowptr, matching sizes and one device; InvalidArgument names `op` otherwise.
+void check_graph_arrays(const Graph& g, const char* op);
+
 // Looks up a schedule parameter, or `fallback` when the schedule does not set it (callers pass
 // the registry default, or a problem-sized choice where the strategy documents one).
 int64_t param(const Schedule& s, const std::string& name, int64_t fallback);

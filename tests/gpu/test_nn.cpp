@@ -77,10 +77,11 @@ TEST(NnGpuFunctional, ElementwiseAndRowwiseKernelsMatchCpu) {
     Tensor hd = nn::dropout(hx, 0.4, 99), dd = nn::dropout(dx, 0.4, 99);
     // The kept set must be identical; kept values may differ in the last bit (the 1/(1-p) scale
     // is rounded differently by the host and device compilers).
-    auto same_mask = [](const Tensor& a, const Tensor& b) {
-      const auto x = a.to(Device::cpu()).to_vector<float>(), y = b.to(Device::cpu()).to_vector<float>();
-      for (size_t i = 0; i < x.size(); ++i)
-        if ((x[i] == 0.f) != (y[i] == 0.f)) return false;
+    auto same_mask = [](const Tensor& got, const Tensor& want) {
+      const auto g = got.to(Device::cpu()).to_vector<float>();
+      const auto w = want.to(Device::cpu()).to_vector<float>();
+      for (size_t i = 0; i < g.size(); ++i)
+        if ((g[i] == 0.f) != (w[i] == 0.f)) return false;
       return true;
     };
     EXPECT_TRUE(same_mask(dd, hd)) << "dropout masks must be identical on host and device";

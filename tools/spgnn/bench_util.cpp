@@ -7,6 +7,22 @@
 
 namespace spgnn::cli {
 
+Device bench_device(const std::string& flag) {
+  const Device dev = flag == "auto" ? (cuda_available() ? Device::cuda() : Device::cpu())
+                                    : parse_device(flag);
+  SPGNN_CHECK(!dev.is_cuda() || cuda_available(), InvalidArgument, "--device ", flag,
+              ": no CUDA device is available (this build has CUDA: ",
+              SPGNN_WITH_CUDA ? "yes" : "no", ")");
+  return dev;
+}
+
+void check_bench_names(const std::vector<std::string>& graphs,
+                       const std::vector<std::string>& names) {
+  SPGNN_CHECK(names.empty() || names.size() == graphs.size(), InvalidArgument,
+              "--name: give one name per --graph (", graphs.size(), " graphs, ", names.size(),
+              " names)");
+}
+
 Tensor random_values(std::vector<int64_t> shape, uint64_t seed, float lo, float hi) {
   Tensor t = Tensor::empty(std::move(shape), DType::f32);
   float* p = t.data<float>();

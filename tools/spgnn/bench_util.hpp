@@ -2,12 +2,20 @@
 // the row samples the float64 reference runs on, and the error measure.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "spgnn/graph.hpp"
 #include "spgnn/tensor.hpp"
 
 namespace spgnn::cli {
+
+// The device a bench runs on: "auto" is the GPU when one is present; naming cuda without one is
+// an InvalidArgument naming --device.
+Device bench_device(const std::string& flag);
+// --name, when given, names every --graph.
+void check_bench_names(const std::vector<std::string>& graphs,
+                       const std::vector<std::string>& names);
 
 // Uniform values in [lo, hi) from a counter-based hash: fast, parallel and seed-deterministic
 // (the same inputs whatever the thread count).

@@ -133,14 +133,8 @@ void run_bench(const BenchOpts& o) {
     return run_bench_gat(a);
   }
   const OpKind kind = o.kernel == "spmm" ? OpKind::spmm : OpKind::sddmm;
-  const Device dev = o.device == "auto" ? (cuda_available() ? Device::cuda() : Device::cpu())
-                                        : parse_device(o.device);
-  SPGNN_CHECK(!dev.is_cuda() || cuda_available(), InvalidArgument,
-              "--device ", o.device, ": no CUDA device is available (this build has CUDA: ",
-              SPGNN_WITH_CUDA ? "yes" : "no", ")");
-  SPGNN_CHECK(o.names.empty() || o.names.size() == o.graphs.size(), InvalidArgument,
-              "--name: give one name per --graph (", o.graphs.size(), " graphs, ", o.names.size(),
-              " names)");
+  const Device dev = bench_device(o.device);
+  check_bench_names(o.graphs, o.names);
   for (const auto& kv : o.params) parse_schedule("x:" + kv);  // syntax check before any work
   const SpmmOp sop = kind == OpKind::spmm ? parse_spmm_op(o.op.empty() ? "u_mul_e" : o.op)
                                           : SpmmOp::copy_u;

@@ -41,13 +41,8 @@ double forward_bytes(const Graph& g, int64_t H, int64_t F) {
 }  // namespace
 
 void run_bench_gat(const GatBenchArgs& o) {
-  const Device dev = o.device == "auto" ? (cuda_available() ? Device::cuda() : Device::cpu())
-                                        : parse_device(o.device);
-  SPGNN_CHECK(!dev.is_cuda() || cuda_available(), InvalidArgument, "--device ", o.device,
-              ": no CUDA device is available");
-  SPGNN_CHECK(o.names.empty() || o.names.size() == o.graphs.size(), InvalidArgument,
-              "--name: give one name per --graph (", o.graphs.size(), " graphs, ", o.names.size(),
-              " names)");
+  const Device dev = bench_device(o.device);
+  check_bench_names(o.graphs, o.names);
   for (int64_t H : o.heads)
     SPGNN_CHECK(H >= 1 && H <= 1024, InvalidArgument, "--heads: each value must be in 1..1024, got ", H);
   const std::string fused = dev.is_cuda() ? "gat_fused" : "cpu";

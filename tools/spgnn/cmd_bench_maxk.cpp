@@ -121,13 +121,8 @@ struct Row {
 }  // namespace
 
 void run_bench_maxk(const MaxkBenchArgs& o) {
-  const Device dev = o.device == "auto" ? (cuda_available() ? Device::cuda() : Device::cpu())
-                                        : parse_device(o.device);
-  SPGNN_CHECK(!dev.is_cuda() || cuda_available(), InvalidArgument, "--device ", o.device,
-              ": no CUDA device is available");
-  SPGNN_CHECK(o.names.empty() || o.names.size() == o.graphs.size(), InvalidArgument,
-              "--name: give one name per --graph (", o.graphs.size(), " graphs, ", o.names.size(),
-              " names)");
+  const Device dev = bench_device(o.device);
+  check_bench_names(o.graphs, o.names);
   SPGNN_CHECK(!o.ks.empty(), InvalidArgument, "--k: give at least one k");
   for (int64_t k : o.ks) SPGNN_CHECK(k >= 1, InvalidArgument, "--k: every k must be >= 1, got ", k);
   const OpOptions ref_opt = with_strategy("cpu_ref");
