@@ -5,160 +5,18 @@
 // parameters, not their full cross product). Outputs are poisoned with NaN before each GPU run,
 // so an unwritten element fails. SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and
 // sweeps.
-#include <gtest/gtest.h>
-
-#include <cmath>
-#include <cstdlib>
-#include <map>
-#include <sstream>
-#include <string>
-#include <utility>
-#include <vector>
-
-#include "spgnn/ops.hpp"
-#include "test_util.hpp"
-
-#if SPGNN_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "gpu/gpu_check.hpp"
 
 namespace spgnn::test {
 namespace {
 
-[[maybe_unused]] bool quick() {
-  const char* q = std::getenv("SPGNN_TEST_QUICK");
-  return q && *q && std::string(q) != "0";
-}
-[[maybe_unused]] int64_t graph_n() { return quick() ? 300 : 1500; }
+struct SeedBase {
+  SeedBase() { g_seed_base = 300; }
+} const kSeedBase;
 
-[[maybe_unused]] std::vector<int64_t> widths() {
-  if (quick()) return {1, 3, 6, 32, 33, 128, 256};
-  std::vector<int64_t> w = test_widths();
-  for (int64_t extra : {6, 500, 1024}) w.push_back(extra);
-  return w;
-}
-[[maybe_unused]] std::vector<GraphKind> kinds() {
-  if (quick()) return {GraphKind::rmat, GraphKind::half_row, GraphKind::empty_rows,
-                       GraphKind::single, GraphKind::no_edges};
-  return all_graph_kinds();
-}
-
-struct Graphs {
-  Graph host, dev;
-};
-// One host graph and its device copy per (kind, index dtype), built once per process.
-[[maybe_unused]] const Graphs& graphs(GraphKind kind, DType idx) {
-  static std::map<std::pair<int, int>, Graphs> cache;
-  const auto key = std::make_pair(static_cast<int>(kind), static_cast<int>(idx));
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    Graphs g;
-    g.host = with_index(random_graph(kind, graph_n(), seed_for(300 + static_cast<int>(kind))), idx);
-    g.dev = g.host.to(Device::cuda());
-    it = cache.emplace(key, std::move(g)).first;
-  }
-  return it->second;
-}
-
-[[maybe_unused]] Schedule sched(const std::string& strategy,
-                                std::map<std::string, int64_t> params = {}) {
-  Schedule s;
-  s.strategy = strategy;
-  s.params = std::move(params);
-  return s;
-}
-[[maybe_unused]] OpOptions cpu_ref() {
-  OpOptions o;
-  o.schedule.strategy = "cpu_ref";
-  return o;
-}
-
-[[maybe_unused]] const std::vector<std::string> kSpmmStrategies = {"mergepath", "warp_vertex",
-                                                                   "rowtile"};
-[[maybe_unused]] const std::vector<DType> kIndex = {DType::i32, DType::i64};
-[[maybe_unused]] constexpr double kTol = 1e-5;
-[[maybe_unused]] int g_failures = 0;
-[[maybe_unused]] constexpr int kMaxReported = 20;
+const std::vector<std::string> kSpmmStrategies = {"mergepath", "warp_vertex", "rowtile"};
 
 #if SPGNN_WITH_CUDA
-// Checks one gspmm against cpu_ref. ew = e width (0 = no e; 1 = broadcast, as [nnz] when
-// e_1d; F = per feature).
-void check_spmm(GraphKind kind, DType idx, SpmmOp op, Reduce red, int64_t F, int64_t ew,
-                const Schedule& s, cudaStream_t stream = nullptr, bool e_1d = false) {
-  if (g_failures > kMaxReported) return;
-  const Graphs& G = graphs(kind, idx);
-  static uint64_t salt = 0;
-  const uint64_t seed = seed_for(7000 + ++salt);
-  std::ostringstream what;
-  what << "spmm " << name(op) << "/" << name(red) << " graph=" << kind_name(kind)
-       << " idx=" << dtype_name(idx) << " F=" << F << " e_width=" << ew << " " << s.str()
-       << (stream ? " (stream)" : "") << " seed=" << seed;
-  SCOPED_TRACE(what.str());
-  const int64_t nnz = G.host.nnz();
-  Tensor u_h, e_h, u_d, e_d;
-  if (op != SpmmOp::copy_e) u_h = random_tensor({G.host.n_cols, F}, seed);
-  if (op != SpmmOp::copy_u)
-    e_h = (ew == 1 && e_1d) ? random_tensor({nnz}, seed + 1, 0.5f, 1.5f)
-                            : random_tensor({nnz, ew}, seed + 1, 0.5f, 1.5f);
-  Tensor ref;
-  gspmm(G.host, op, red, u_h, e_h, ref, cpu_ref());
-  if (u_h.defined()) u_d = u_h.to(Device::cuda());
-  if (e_h.defined()) e_d = e_h.to(Device::cuda());
-  Tensor out = Tensor::empty({G.host.n_rows, F}, DType::f32, Device::cuda());
-  out.fill_(NAN, stream);
-  OpOptions o;
-  o.schedule = s;
-  o.stream = stream;
-  gspmm(G.dev, op, red, u_d, e_d, out, o);
-  if (stream) {
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  }
-  const double err = rel_error(out, ref);
-  EXPECT_LT(err, kTol);
-  if (!(err < kTol)) ++g_failures;
-}
-
-Tensor operand(Target t, const Graph& g, int64_t F, uint64_t seed, bool positive) {
-  const int64_t rows = t == Target::u ? g.n_cols : t == Target::v ? g.n_rows : g.nnz();
-  return positive ? random_tensor({rows, F}, seed, 0.5f, 1.5f) : random_tensor({rows, F}, seed);
-}
-
-void check_sddmm(GraphKind kind, DType idx, SddmmOp op, Target lt, Target rt, int64_t F,
-                 const Schedule& s, cudaStream_t stream = nullptr) {
-  if (g_failures > kMaxReported) return;
-  const Graphs& G = graphs(kind, idx);
-  static uint64_t salt = 0;
-  const uint64_t seed = seed_for(9000 + ++salt);
-  std::ostringstream what;
-  what << "sddmm " << name(op) << " lhs=" << name(lt) << " rhs=" << name(rt)
-       << " graph=" << kind_name(kind) << " idx=" << dtype_name(idx) << " F=" << F << " "
-       << s.str() << (stream ? " (stream)" : "") << " seed=" << seed;
-  SCOPED_TRACE(what.str());
-  Tensor l_h, r_h, l_d, r_d;
-  // dot's operands are positive: a float32 dot of signed terms that nearly cancel (one edge, a
-  // few features) has a relative error far above kTol whatever the kernel does.
-  if (op != SddmmOp::copy_rhs) l_h = operand(lt, G.host, F, seed, op == SddmmOp::dot);
-  if (op != SddmmOp::copy_lhs)
-    r_h = operand(rt, G.host, F, seed + 1, op == SddmmOp::div || op == SddmmOp::dot);
-  Tensor ref;
-  gsddmm(G.host, op, l_h, r_h, ref, lt, rt, cpu_ref());
-  if (l_h.defined()) l_d = l_h.to(Device::cuda());
-  if (r_h.defined()) r_d = r_h.to(Device::cuda());
-  const int64_t width = op == SddmmOp::dot ? 1 : F;
-  Tensor out = Tensor::empty({G.host.nnz(), width}, DType::f32, Device::cuda());
-  out.fill_(NAN, stream);
-  OpOptions o;
-  o.schedule = s;
-  o.stream = stream;
-  gsddmm(G.dev, op, l_d, r_d, out, lt, rt, o);
-  if (stream) {
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  }
-  const double err = rel_error(out, ref);
-  EXPECT_LT(err, kTol);
-  if (!(err < kTol)) ++g_failures;
-}
-
 // Every value of every parameter of `strategy`, each combined with a rotating choice of the
 // others (a sample of the cross product that still visits each value with several partners).
 std::vector<Schedule> sampled_schedules(OpKind op, const std::string& strategy) {
