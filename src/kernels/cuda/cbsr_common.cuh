@@ -87,30 +87,8 @@ inline BlockShape block_shape(int64_t F, int64_t requested_warps, bool smem_buff
   return b;
 }
 
-template <class Kernel>
-inline void allow_smem(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
-    SPGNN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
-}
-
-// Makes the graph's device current for the launches and restores the caller's afterwards.
-struct DeviceGuard {
-  int prev = 0;
-  bool changed = false;
-  explicit DeviceGuard(int dev) {
-    SPGNN_CUDA_CHECK(cudaGetDevice(&prev));
-    if (prev != dev) {
-      SPGNN_CUDA_CHECK(cudaSetDevice(dev));
-      changed = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (changed) cudaSetDevice(prev);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-};
+using detail::DeviceGuard;  // cuda_check.cuh
+using detail::allow_smem;
 
 // ---- device helpers --------------------------------------------------------------------------
 template <int V>

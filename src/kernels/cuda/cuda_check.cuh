@@ -75,4 +75,31 @@ inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 template <class T>
 constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
 
+// Makes `dev` the current device for a scope (launches, allocations, library calls on another
+// GPU than the caller's) and restores the caller's device afterwards.
+struct DeviceGuard {
+  int prev = 0;
+  bool changed = false;
+  explicit DeviceGuard(int dev) {
+    SPGNN_CUDA_CHECK(cudaGetDevice(&prev));
+    if (prev != dev) {
+      SPGNN_CUDA_CHECK(cudaSetDevice(dev));
+      changed = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (changed) cudaSetDevice(prev);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+};
+
+// Raises a kernel's dynamic shared-memory limit when a launch needs more than the default 48 KB.
+template <class Kernel>
+inline void allow_smem(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    SPGNN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(bytes)));
+}
+
 }  // namespace spgnn::detail

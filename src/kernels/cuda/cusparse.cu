@@ -72,20 +72,6 @@ DeviceState& state_for(int device) {
   return s;
 }
 
-struct DeviceGuard {
-  int prev = 0;
-  bool changed = false;
-  explicit DeviceGuard(int dev) {
-    SPGNN_CUDA_CHECK(cudaGetDevice(&prev));
-    if (prev != dev) {
-      SPGNN_CUDA_CHECK(cudaSetDevice(dev));
-      changed = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (changed) cudaSetDevice(prev);
-  }
-};
 
 __global__ void fill_ones(float* p, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;

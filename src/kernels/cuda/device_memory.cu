@@ -8,15 +8,6 @@
 namespace spgnn::detail {
 
 namespace {
-// Remembers and restores the caller's current device around an allocation on another one.
-struct DeviceGuard {
-  int prev = 0;
-  explicit DeviceGuard(int dev) {
-    SPGNN_CUDA_CHECK(cudaGetDevice(&prev));
-    if (prev != dev) SPGNN_CUDA_CHECK(cudaSetDevice(dev));
-  }
-  ~DeviceGuard() { cudaSetDevice(prev); }
-};
 
 template <class T>
 __global__ void fill_kernel(T* p, int64_t n, T v) {

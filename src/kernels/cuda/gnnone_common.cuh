@@ -147,31 +147,9 @@ inline int warp_smem_bytes(int cache) {
   return (b + 15) / 16 * 16;
 }
 
-// Makes the graph's device current for the launch and restores the caller's afterwards.
-struct DeviceGuard {
-  int prev = 0;
-  bool changed = false;
-  explicit DeviceGuard(int dev) {
-    SPGNN_CUDA_CHECK(cudaGetDevice(&prev));
-    if (prev != dev) {
-      SPGNN_CUDA_CHECK(cudaSetDevice(dev));
-      changed = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (changed) cudaSetDevice(prev);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-};
-
-// Raises a kernel's dynamic shared-memory limit when a launch needs more than the default 48 KB.
-template <class Kernel>
-inline void allow_smem(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
-    SPGNN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
-}
+// Shared with the other kernel files (cuda_check.cuh); the names stay reachable as gnnone::.
+using detail::DeviceGuard;
+using detail::allow_smem;
 
 // The schedule's parameters (legal values already checked by the front door). A parameter the
 // schedule leaves out takes the default declared in the registry (registry.cpp), so the two never
