@@ -14,7 +14,7 @@ DATA_DIR="${DATA_DIR:-$ROOT/../shared/data}"
 GRAPHS_DIR="${GRAPHS_DIR:-/tmp/spgnn-graphs}"
 OUT_DIR="${OUT_DIR:-${OUT:-$ROOT/build}/ncu}"
 NCU="${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}"
-CASES="${CASES:-sddmm:reddit:32 spmm:reddit:32 sddmm:kron21:32 spmm:kron21:32 spmm:citeseer:16 sddmm:citeseer:128}"
+CASES="${CASES:-sddmm:reddit:32 spmm:reddit:32 sddmm:kron21:32 spmm:kron21:32 spmm:citeseer:16 sddmm:citeseer:128 spmm:reddit:128:warp_vertex spmm:kron21:32:warp_vertex spmm:kron21:32:mergepath sddmm:reddit:32:shuffle}"
 mkdir -p "$OUT_DIR" "$GRAPHS_DIR"
 
 wanted=(gpu__time_duration.sum
@@ -27,6 +27,8 @@ wanted=(gpu__time_duration.sum
   sm__warps_active.avg.pct_of_peak_sustained_active
   launch__registers_per_thread
   launch__grid_size
+  sm__cycles_active.avg
+  sm__cycles_active.max
   dram__bytes_read.sum
   lts__t_bytes.sum
   smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio

@@ -16,6 +16,8 @@ SHORT = {
     "sm__warps_active.avg.pct_of_peak_sustained_active": "occ%",
     "launch__registers_per_thread": "regs",
     "launch__grid_size": "grid",
+    "sm__cycles_active.avg": "SMcyc_avg",
+    "sm__cycles_active.max": "SMcyc_max",
     "dram__bytes_read.sum": "DRAM_MB",
     "lts__t_bytes.sum": "L2_MB",
     "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": "stall_lsb",

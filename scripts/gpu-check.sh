@@ -16,6 +16,9 @@
 #   SKIP_BUILD=1           reuse an existing build                  GTEST_FILTER=... for sanitizers
 #   SKIP_CTEST=1  SKIP_SANITIZER=1  SKIP_MEMCHECK=1  SKIP_RACECHECK=1  SKIP_BENCH=1
 #   CUDA_ARCH=90           CMAKE_CUDA_ARCHITECTURES
+#   EXTRAS="ncu tune extras train"   further suites after the benchmark, in that order:
+#                          bench/ncu_profile.sh, bench/tune_suite.sh, bench/gpu_extras.sh,
+#                          bench/train_suite.sh (each logged; a failure fails the check)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -147,6 +150,22 @@ if [ "$built" = 1 ] && [ "${SKIP_BENCH:-0}" != 1 ]; then
     note bench "skipped: bench/gpu_suite.sh not found"
   fi
 fi
+
+# ---- 6. further suites ------------------------------------------------------------------------
+for extra in ${EXTRAS:-}; do
+  case "$extra" in
+    ncu) script=bench/ncu_profile.sh ;;
+    tune) script=bench/tune_suite.sh ;;
+    extras) script=bench/gpu_extras.sh ;;
+    train) script=bench/train_suite.sh ;;
+    *) fail "extra $extra" "unknown (expected ncu, tune, extras, train)"; continue ;;
+  esac
+  if [ "$built" != 1 ] || [ ! -f "$script" ]; then fail "$extra" "not run (no build or no $script)"; continue; fi
+  stamp "$script"
+  SPGNN="$ROOT/$BUILD_DIR/spgnn" bash "$script" 2>&1 | tee "$LOG_DIR/$extra.log"
+  if [ "${PIPESTATUS[0]}" = 0 ]; then note "$extra" "ok (log $LOG_DIR/$extra.log)"
+  else fail "$extra" "see $LOG_DIR/$extra.log"; fi
+done
 
 # ---- summary ----------------------------------------------------------------------------------
 {
