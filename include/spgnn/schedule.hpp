@@ -26,6 +26,9 @@ struct ParamSpec {
   std::vector<int64_t> values;  // the legal values (the search space)
   int64_t default_value = 0;
   std::string help;
+  // False for switches that exist to reproduce a paper's ablation figures (they only make a
+  // kernel slower): the autotuner leaves them at their defaults and never searches them.
+  bool tunable = true;
 };
 
 struct StrategyInfo {

@@ -10,7 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
 #include "kernels/cpu/cpu_kernels.hpp"
+#include "tune/auto_cache.hpp"
+#include "tune/device_info.hpp"
 #if SPGNN_WITH_CUDA
 #include "kernels/cuda/cuda_kernels.hpp"
 #endif
@@ -25,6 +29,37 @@ std::string needs_cpu(const P& p) {
                                  : "";
 }
 
+// The registry's validate hooks: bind a problem's sizes, the device's limits and the strategy's
+// declared parameters to the rules at the end of this file.
+std::string cpu_mergepath_valid(const SpmmProblem& p, const Schedule& s) {
+  return validate_cpu_mergepath(find_strategy(OpKind::spmm, "cpu_mergepath"), s, p.g->n_rows,
+                                p.g->nnz(), std::max(1, omp_get_max_threads()));
+}
+#if SPGNN_WITH_CUDA
+std::string gnnone_spmm_valid(const SpmmProblem& p, const Schedule& s) {
+  return validate_gnnone(find_strategy(OpKind::spmm, "gnnone"), s, p.g->index_dtype(),
+                         launch_limits(p.g->device()));
+}
+std::string gnnone_sddmm_valid(const SddmmProblem& p, const Schedule& s) {
+  return validate_gnnone(find_strategy(OpKind::sddmm, "gnnone"), s, p.g->index_dtype(),
+                         launch_limits(p.g->device()));
+}
+std::string rowtile_valid(const SpmmProblem& p, const Schedule& s) {
+  return validate_rowtile(find_strategy(OpKind::spmm, "rowtile"), s, p.g->index_dtype(), p.F,
+                          launch_limits(p.g->device()));
+}
+std::string warp_vertex_valid(const SpmmProblem&, const Schedule& s) {
+  return validate_warp_vertex(find_strategy(OpKind::spmm, "warp_vertex"), s);
+}
+std::string mergepath_valid(const SpmmProblem& p, const Schedule& s) {
+  return validate_mergepath(find_strategy(OpKind::spmm, "mergepath"), s, p.g->n_rows, p.g->nnz(),
+                            p.F);
+}
+std::string shuffle_valid(const SddmmProblem& p, const Schedule& s) {
+  return validate_shuffle(find_strategy(OpKind::sddmm, "shuffle"), s, p.F);
+}
+#endif
+
 std::vector<SpmmEntry> make_spmm_registry() {
   std::vector<SpmmEntry> r;
   r.push_back({{"cpu_ref", OpKind::spmm, DeviceType::cpu,
@@ -35,7 +70,7 @@ std::vector<SpmmEntry> make_spmm_registry() {
                 "without a serial fix-up",
                 {{"row_cost", {1, 2, 4, 8}, 1, "merge-path cost of a row relative to a non-zero"},
                  {"chunks_per_thread", {1, 2, 4, 8}, 2, "merge-path chunks per OpenMP thread"}}},
-               &needs_cpu<SpmmProblem>, &cpu_mergepath_spmm});
+               &needs_cpu<SpmmProblem>, &cpu_mergepath_spmm, &cpu_mergepath_valid});
 #if SPGNN_WITH_CUDA
   r.push_back({{"gnnone", OpKind::spmm, DeviceType::cuda,
                 "GNNOne two-stage COO SpMM: edge-balanced non-zero cache per warp, thread groups "
@@ -46,10 +81,13 @@ std::vector<SpmmEntry> make_spmm_registry() {
                  {"warps", {1, 2, 4, 8, 16}, 4,
                   "warps per block; unset: 4, halved down to 1 while there are fewer than 4 "
                   "blocks per SM"},
-                 {"nze_cache", {0, 1}, 1, "ablation: stage-1 shared-memory cache on/off"},
-                 {"vector_loads", {0, 1}, 1, "ablation: float4/float2 feature loads on/off"},
-                 {"consecutive", {0, 1}, 1, "ablation: 1 = consecutive, 0 = round-robin"}}},
-               &gnnone_spmm_supports, &gnnone_spmm});
+                 {"nze_cache", {0, 1}, 1,
+                  "ablation (paper figures; not tuned): stage-1 shared-memory cache on/off", false},
+                 {"vector_loads", {0, 1}, 1,
+                  "ablation (paper figures; not tuned): float4/float2 feature loads on/off", false},
+                 {"consecutive", {0, 1}, 1,
+                  "ablation (paper figures; not tuned): 1 = consecutive, 0 = round-robin", false}}},
+               &gnnone_spmm_supports, &gnnone_spmm, &gnnone_spmm_valid});
   r.push_back({{"cusparse", OpKind::spmm, DeviceType::cuda,
                 "cusparseSpMM baseline (copy_u / u_mul_e with sum)",
                 {{"alg", {0, 1, 2, 3}, 0,
@@ -62,8 +100,11 @@ std::vector<SpmmEntry> make_spmm_registry() {
                 {{"cost", {4, 8, 16, 24, 32, 48, 64, 128}, 32,
                   "merge-path items (rows + non-zeros) per thread; lowered when the grid would "
                   "not fill the GPU"},
-                 {"online", {0, 1}, 0, "1 = recompute the schedule on every call (online)"}}},
-               &mergepath_spmm_supports, &mergepath_spmm});
+                 {"online", {0, 1}, 0,
+                  "ablation (paper figures; not tuned): 1 = recompute the schedule on every call "
+                  "(online)",
+                  false}}},
+               &mergepath_spmm_supports, &mergepath_spmm, &mergepath_valid});
   r.push_back({{"warp_vertex", OpKind::spmm, DeviceType::cuda,
                 "TLPGNN: one warp (or sub-warp group when F is narrow) per vertex, lanes over "
                 "features, result in registers, no atomics",
@@ -72,7 +113,7 @@ std::vector<SpmmEntry> make_spmm_registry() {
                   "0 = heuristic (software when n > 1M or avg degree > 50), 1 = hardware, "
                   "2 = software task pool"},
                  {"step", {1, 2, 4, 8, 16, 32}, 4, "warp-tasks taken per atomic (software)"}}},
-               &warp_vertex_spmm_supports, &warp_vertex_spmm});
+               &warp_vertex_spmm_supports, &warp_vertex_spmm, &warp_vertex_valid});
   r.push_back({{"rowtile", OpKind::spmm, DeviceType::cuda,
                 "G-Sparse: rows in decreasing-length order, non-zero tiles in shared memory, "
                 "strided register tiles, m_tile x n_tile block tiles",
@@ -81,7 +122,7 @@ std::vector<SpmmEntry> make_spmm_registry() {
                  {"reg_tile", {1, 2, 4, 8}, 4, "strided features per lane (kNRegTile)"},
                  {"nnz_tile", {32, 64, 128, 256}, 64, "non-zeros staged in shared memory (kNnzTile)"},
                  {"swizzle", {0, 1}, 1, "1 = rows by decreasing length, 0 = natural order"}}},
-               &rowtile_spmm_supports, &rowtile_spmm});
+               &rowtile_spmm_supports, &rowtile_spmm, &rowtile_valid});
 #endif
   return r;
 }
@@ -104,10 +145,13 @@ std::vector<SddmmEntry> make_sddmm_registry() {
                  {"warps", {1, 2, 4, 8, 16}, 4,
                   "warps per block; unset: 4, halved down to 1 while there are fewer than 4 "
                   "blocks per SM"},
-                 {"nze_cache", {0, 1}, 1, "ablation: stage-1 shared-memory cache on/off"},
-                 {"vector_loads", {0, 1}, 1, "ablation: float4/float2 feature loads on/off"},
-                 {"consecutive", {0, 1}, 1, "ablation: 1 = consecutive, 0 = round-robin"}}},
-               &gnnone_sddmm_supports, &gnnone_sddmm});
+                 {"nze_cache", {0, 1}, 1,
+                  "ablation (paper figures; not tuned): stage-1 shared-memory cache on/off", false},
+                 {"vector_loads", {0, 1}, 1,
+                  "ablation (paper figures; not tuned): float4/float2 feature loads on/off", false},
+                 {"consecutive", {0, 1}, 1,
+                  "ablation (paper figures; not tuned): 1 = consecutive, 0 = round-robin", false}}},
+               &gnnone_sddmm_supports, &gnnone_sddmm, &gnnone_sddmm_valid});
   r.push_back({{"cusparse", OpKind::sddmm, DeviceType::cuda,
                 "cusparseSDDMM (CSR) baseline: dot of destination and source features", {}},
                &cusparse_sddmm_supports, &cusparse_sddmm});
@@ -116,7 +160,7 @@ std::vector<SddmmEntry> make_sddmm_registry() {
                 "by log2(L) warp shuffles",
                 {{"lanes", {0, 2, 4, 8, 16, 32}, 0, "lanes per edge; 0 = adaptive to F"},
                  {"edges_per_block", {32, 64, 128, 256, 512, 1024}, 256, "edges per block"}}},
-               &shuffle_sddmm_supports, &shuffle_sddmm});
+               &shuffle_sddmm_supports, &shuffle_sddmm, &shuffle_valid});
 #endif
   return r;
 }
@@ -148,26 +192,21 @@ const SddmmEntry& sddmm_entry(const std::string& name) {
   return find_entry(sddmm_registry(), name, "sddmm");
 }
 
-// `auto` until the tuner exists: a heuristic over cached graph statistics and F (the rules and
-// their reasons are in docs/STRATEGIES.md). Whatever it proposes is checked with the strategy's
-// own supports(); when that refuses, any supporting strategy of the data's device is taken, then
-// any at all (cpu_ref is the last resort on the CPU).
+// `auto`: the tuning cache first (src/tune/auto_cache.cpp), else a heuristic over cached graph
+// statistics and F (the rules and their reasons are in docs/STRATEGIES.md). Whatever the
+// heuristic proposes is checked with the strategy's own supports(); when that refuses, any
+// supporting strategy of the data's device is taken, then any at all (cpu_ref is the last resort
+// on the CPU).
 namespace {
 
-// Degree statistics of a graph's structure: one pass over rowptr (one copy of it to the host for a
-// GPU graph), then cached in Graph::cache so `auto` costs O(1) on later calls.
-struct AutoStats {
-  int64_t n = 0, nnz = 0, max_deg = 0;
-  double avg = 0, cv = 0;  // mean degree, coefficient of variation (stddev / mean)
-};
-
 template <class I>
-void fill_stats(const Tensor& rowptr, AutoStats& s) {
+void fill_stats(const Tensor& rowptr, DegreeStats& s) {
   const std::vector<I> rp = rowptr.to_vector<I>();
   double sq = 0;
   for (int64_t i = 0; i < s.n; ++i) {
     const int64_t d = static_cast<int64_t>(rp[i + 1] - rp[i]);
     s.max_deg = std::max(s.max_deg, d);
+    s.empty_rows += d == 0;
     sq += double(d) * double(d);
   }
   s.avg = s.n ? double(s.nnz) / double(s.n) : 0.0;
@@ -175,29 +214,8 @@ void fill_stats(const Tensor& rowptr, AutoStats& s) {
   s.cv = s.avg > 0 ? std::sqrt(var) / s.avg : 0.0;
 }
 
-std::shared_ptr<const AutoStats> auto_stats(const Graph& g) {
-  // Keyed by the arrays' identity too: copies of a Graph share the cache even after their index
-  // arrays are replaced (astype), and must not see each other's statistics.
-  const std::string key = std::string("auto.stats@") + dtype_name(g.index_dtype()) + ":" +
-                          std::to_string(reinterpret_cast<uintptr_t>(g.rowptr.raw())) + ":" +
-                          std::to_string(g.n_rows) + ":" + std::to_string(g.nnz());
-  std::lock_guard<std::mutex> lock(g.cache->mutex);
-  auto& slot = g.cache->items[key];
-  if (!slot) {
-    auto s = std::make_shared<AutoStats>();
-    s->n = g.n_rows;
-    s->nnz = g.nnz();
-    if (g.rowptr.defined() && g.rowptr.numel() == g.n_rows + 1) {
-      if (g.index_dtype() == DType::i64) fill_stats<int64_t>(g.rowptr, *s);
-      else fill_stats<int32_t>(g.rowptr, *s);
-    }
-    slot = s;
-  }
-  return std::static_pointer_cast<const AutoStats>(slot);
-}
-
-// Drops parameters equal to their declared defaults, so `auto`'s choice prints (and compares, in
-// `spgnn bench`) like the plain strategy name when it changes nothing.
+// Drops parameters equal to their declared defaults, so the heuristic's choice prints (and
+// compares, in `spgnn bench`) like the plain strategy name when it changes nothing.
 Schedule normalized(OpKind op, Schedule s) {
   const StrategyInfo& info = find_strategy(op, s.strategy);
   for (const auto& spec : info.params) {
@@ -221,18 +239,18 @@ constexpr int64_t kTinyNnz = 20000;
 constexpr double kDenseRowDegree = 64;
 constexpr double kRegularCv = 0.5;
 
-bool regular_dense_rows(const AutoStats& st) {
+bool regular_dense_rows(const DegreeStats& st) {
   return st.avg >= kDenseRowDegree && st.cv < kRegularCv;
 }
 
-Schedule gpu_spmm_choice(const AutoStats& st, int64_t F) {
+Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F) {
   if (st.nnz == 0) return Schedule{"warp_vertex", {}};  // one kernel, nothing to balance
   if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};
   if (regular_dense_rows(st) && F >= 128) return Schedule{"warp_vertex", {}};
   return Schedule{"gnnone", {}};
 }
 
-Schedule gpu_sddmm_choice(const AutoStats& st, const SddmmProblem& p) {
+Schedule gpu_sddmm_choice(const DegreeStats& st, const SddmmProblem& p) {
   if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};
   if (regular_dense_rows(st) && p.F <= 32) return Schedule{"cusparse", {}};
   return Schedule{"gnnone", {}};
@@ -259,17 +277,223 @@ Schedule pick(const std::vector<Entry>& reg, const P& p, OpKind op, Schedule pro
                     " strategy in this build supports this problem:" + reasons);
 }
 
+template <class Entry, class P>
+std::string schedule_problem(const Entry& e, const P& p, const Schedule& s) {
+  std::string why = e.supports(p);
+  if (why.empty() && e.validate) why = e.validate(p, s);
+  return why;
+}
+
+// A parameter's value in `s`, or the default `info` declares (0 if it declares no such one).
+int64_t value_or_default(const StrategyInfo& info, const Schedule& s, const char* name) {
+  auto it = s.params.find(name);
+  if (it != s.params.end()) return it->second;
+  for (const auto& spec : info.params)
+    if (spec.name == name) return spec.default_value;
+  return 0;
+}
+
+int log2_ceil(int64_t x) {
+  int l = 0;
+  while ((int64_t{1} << l) < x) ++l;
+  return l;
+}
+
+// Widest vector the CUDA launchers use for width F when every pointer is aligned (tensors the
+// library allocates are): float4, float2 or scalar.
+int64_t vector_width(int64_t F) { return F % 4 == 0 ? 4 : F % 2 == 0 ? 2 : 1; }
+
+// Smallest legal value of `name` that is >= `at_least` (the largest legal value if none is).
+int64_t smallest_legal_at_least(const StrategyInfo& info, const char* name, int64_t at_least) {
+  for (const auto& spec : info.params) {
+    if (spec.name != name || spec.values.empty()) continue;
+    std::vector<int64_t> v = spec.values;
+    std::sort(v.begin(), v.end());
+    for (int64_t x : v)
+      if (x >= at_least) return x;
+    return v.back();
+  }
+  return at_least;
+}
+
 }  // namespace
 
-Schedule auto_spmm_schedule(const SpmmProblem& p) {
+std::shared_ptr<const DegreeStats> degree_stats(const Graph& g) {
+  // Keyed by the arrays' identity too: copies of a Graph share the cache even after their index
+  // arrays are replaced (astype), and must not see each other's statistics.
+  const std::string key = std::string("auto.stats@") + dtype_name(g.index_dtype()) + ":" +
+                          std::to_string(reinterpret_cast<uintptr_t>(g.rowptr.raw())) + ":" +
+                          std::to_string(g.n_rows) + ":" + std::to_string(g.nnz());
+  std::lock_guard<std::mutex> lock(g.cache->mutex);
+  auto& slot = g.cache->items[key];
+  if (!slot) {
+    auto s = std::make_shared<DegreeStats>();
+    s->n = g.n_rows;
+    s->nnz = g.nnz();
+    if (g.rowptr.defined() && g.rowptr.numel() == g.n_rows + 1) {
+      if (g.index_dtype() == DType::i64) fill_stats<int64_t>(g.rowptr, *s);
+      else fill_stats<int32_t>(g.rowptr, *s);
+    }
+    slot = s;
+  }
+  return std::static_pointer_cast<const DegreeStats>(slot);
+}
+
+std::string spmm_schedule_problem(const SpmmProblem& p, const Schedule& s) {
+  return schedule_problem(spmm_entry(s.strategy), p, s);
+}
+std::string sddmm_schedule_problem(const SddmmProblem& p, const Schedule& s) {
+  return schedule_problem(sddmm_entry(s.strategy), p, s);
+}
+
+Schedule heuristic_spmm_schedule(const SpmmProblem& p) {
   Schedule proposal{"cpu_mergepath", {}};
-  if (p.g->device().is_cuda()) proposal = gpu_spmm_choice(*auto_stats(*p.g), p.F);
+  if (p.g->device().is_cuda()) proposal = gpu_spmm_choice(*degree_stats(*p.g), p.F);
   return pick(spmm_registry(), p, OpKind::spmm, proposal);
 }
-Schedule auto_sddmm_schedule(const SddmmProblem& p) {
+Schedule heuristic_sddmm_schedule(const SddmmProblem& p) {
   Schedule proposal{"cpu_edge", {}};
-  if (p.g->device().is_cuda()) proposal = gpu_sddmm_choice(*auto_stats(*p.g), p);
+  if (p.g->device().is_cuda()) proposal = gpu_sddmm_choice(*degree_stats(*p.g), p);
   return pick(sddmm_registry(), p, OpKind::sddmm, proposal);
+}
+
+Schedule auto_spmm_schedule(const SpmmProblem& p) {
+  if (auto hit = tune::cached_spmm_schedule(p)) return *hit;
+  return heuristic_spmm_schedule(p);
+}
+Schedule auto_sddmm_schedule(const SddmmProblem& p) {
+  if (auto hit = tune::cached_sddmm_schedule(p)) return *hit;
+  return heuristic_sddmm_schedule(p);
+}
+
+// ---- validity rules (see registry.hpp) ------------------------------------------------------
+
+LaunchLimits launch_limits(Device d) {
+  LaunchLimits lim;
+  if (!d.is_cuda()) return lim;
+  const tune::GpuProps props = tune::gpu_props(d.index);
+  lim.max_threads_per_block = props.max_threads_per_block;
+  lim.max_smem_per_block = props.max_smem_per_block_optin;
+  return lim;
+}
+
+// gnnone_common.cuh: warps * 32 threads; with the stage-1 cache on, every warp holds
+// (cache + 2) row indices, cache column indices and cache values in shared memory (16-byte
+// rounded), and the launcher opts in above 48 KB up to the device limit. A cache_size or warps
+// left unset is sized down from the default, so the default bounds it.
+std::string validate_gnnone(const StrategyInfo& info, const Schedule& s, DType index,
+                            const LaunchLimits& lim) {
+  const int64_t cache = value_or_default(info, s, "cache_size");
+  const int64_t warps = value_or_default(info, s, "warps");
+  const bool nze_cache = value_or_default(info, s, "nze_cache") != 0;
+  if (warps * 32 > lim.max_threads_per_block)
+    return "warps=" + std::to_string(warps) + " is " + std::to_string(warps * 32) +
+           " threads per block; the device allows " + std::to_string(lim.max_threads_per_block);
+  const int64_t idx = int64_t(dtype_size(index));
+  const int64_t per_warp = ((cache + 2) * idx + cache * idx + cache * 4 + 15) / 16 * 16;
+  if (nze_cache && warps * per_warp > lim.max_smem_per_block)
+    return "cache_size=" + std::to_string(cache) + " x warps=" + std::to_string(warps) + " needs " +
+           std::to_string(warps * per_warp) + " bytes of shared memory per block; the device "
+           "allows " + std::to_string(lim.max_smem_per_block);
+  return "";
+}
+
+// rowtile_spmm.cu: a team has at most 32 lanes, so reg_tile is raised to n_tile / 32 (a smaller
+// reg_tile is the same kernel as reg_tile = n_tile / 32); m_tile teams of n_tile / reg_tile lanes
+// per block; m_tile * nnz_tile (index + value) staged in shared memory (opt-in above 48 KB);
+// ceil(F / n_tile) feature tiles in grid.y (at most 65535).
+std::string validate_rowtile(const StrategyInfo& info, const Schedule& s, DType index, int64_t F,
+                             const LaunchLimits& lim) {
+  const int64_t m_tile = value_or_default(info, s, "m_tile");
+  const int64_t n_tile = value_or_default(info, s, "n_tile");
+  const int64_t reg_tile = value_or_default(info, s, "reg_tile");
+  const int64_t nnz_tile = value_or_default(info, s, "nnz_tile");
+  if (reg_tile < n_tile / 32)
+    return "same as reg_tile=" + std::to_string(n_tile / 32) + " (n_tile=" +
+           std::to_string(n_tile) + " at 32 lanes raises reg_tile to n_tile / 32)";
+  const int64_t lanes = std::max<int64_t>(1, n_tile / reg_tile);
+  if (m_tile * lanes > lim.max_threads_per_block)
+    return "m_tile=" + std::to_string(m_tile) + " x " + std::to_string(lanes) +
+           " lanes exceeds " + std::to_string(lim.max_threads_per_block) +
+           " threads per block";
+  const int64_t smem = m_tile * nnz_tile * (int64_t(dtype_size(index)) + 4);
+  if (smem > lim.max_smem_per_block)
+    return "m_tile=" + std::to_string(m_tile) + " x nnz_tile=" + std::to_string(nnz_tile) +
+           " needs " + std::to_string(smem) + " bytes of shared memory per block; the device "
+           "allows " + std::to_string(lim.max_smem_per_block);
+  const int64_t tile_f = std::max<int64_t>(lanes * reg_tile, 1);
+  if ((F + tile_f - 1) / tile_f > 65535)
+    return "F=" + std::to_string(F) + " needs more than 65535 feature tiles of n_tile=" +
+           std::to_string(n_tile);
+  return "";
+}
+
+// warp_vertex.cu: `step` is read only by the software task pool; with hardware assignment
+// (assign=1) every step is the same kernel.
+std::string validate_warp_vertex(const StrategyInfo& info, const Schedule& s) {
+  const int64_t assign = value_or_default(info, s, "assign");
+  const int64_t step = value_or_default(info, s, "step");
+  const int64_t step0 = value_or_default(info, Schedule{info.name, {}}, "step");
+  if (assign == 1 && step != step0)
+    return "same as step=" + std::to_string(step0) +
+           " (assign=1 is hardware assignment; step applies to the software task pool only)";
+  return "";
+}
+
+// mergepath_spmm.cu: the items per thread are lowered to ceil((n + nnz) / min_threads) so the
+// grid keeps kMinWarps (8192) warps of sub-warp groups; every larger `cost` runs the same
+// schedule as the smallest legal value at or above that cap.
+std::string validate_mergepath(const StrategyInfo& info, const Schedule& s, int64_t n_rows,
+                               int64_t nnz, int64_t F) {
+  if (F <= 0) return "";
+  constexpr int64_t kMinWarps = 8192;
+  const int64_t cost = value_or_default(info, s, "cost");
+  const int64_t nv = F / vector_width(F);
+  const int g_log2 = std::min(5, log2_ceil(nv));
+  const int64_t passes = (nv + 31) / 32;
+  const int64_t min_threads = std::max<int64_t>(1, kMinWarps * (32 >> g_log2) / passes);
+  const int64_t cap = std::max<int64_t>(1, (n_rows + nnz + min_threads - 1) / min_threads);
+  if (cost <= cap) return "";
+  const int64_t same = smallest_legal_at_least(info, "cost", cap);
+  if (same == cost) return "";
+  return "same as cost=" + std::to_string(same) + " (the launcher lowers cost to " +
+         std::to_string(cap) + " items per thread on this graph to fill the GPU)";
+}
+
+// shuffle_sddmm.cu: L lanes per edge reduce the F / V vector slots of one edge; lanes = 0 picks
+// clamp(log2_ceil((F / V + 1) / 2), 1, 5). An explicit L equal to that is the same kernel as 0,
+// and an L above the slot count (rounded up to a power of two, at least 2) leaves lanes idle on
+// every edge.
+std::string validate_shuffle(const StrategyInfo& info, const Schedule& s, int64_t F) {
+  if (F <= 0) return "";
+  const int64_t lanes = value_or_default(info, s, "lanes");
+  if (lanes == 0) return "";
+  const int64_t nv = F / vector_width(F);
+  const int64_t adaptive = int64_t{1} << std::clamp(log2_ceil((nv + 1) / 2), 1, 5);
+  if (lanes == adaptive) return "same as lanes=0 (adaptive picks " + std::to_string(lanes) + ")";
+  const int64_t useful = std::max<int64_t>(2, int64_t{1} << log2_ceil(nv));
+  if (lanes > useful)
+    return "lanes=" + std::to_string(lanes) + " exceeds the " + std::to_string(nv) +
+           " vector slots of F=" + std::to_string(F) + "; the extra lanes would idle";
+  return "";
+}
+
+// cpu_mergepath.cpp: threads * chunks_per_thread chunks, but never more than the merge path's
+// row_cost * n + nnz items; a chunk count clamped that way is the same partition as the smallest
+// legal chunks_per_thread that already reaches the clamp.
+std::string validate_cpu_mergepath(const StrategyInfo& info, const Schedule& s, int64_t n_rows,
+                                   int64_t nnz, int64_t threads) {
+  const int64_t row_cost = value_or_default(info, s, "row_cost");
+  const int64_t cpt = value_or_default(info, s, "chunks_per_thread");
+  const int64_t total = std::max<int64_t>(1, row_cost * n_rows + nnz);
+  threads = std::max<int64_t>(1, threads);
+  if (threads * cpt <= total) return "";
+  const int64_t same = smallest_legal_at_least(info, "chunks_per_thread",
+                                               (total + threads - 1) / threads);
+  if (same == cpt) return "";
+  return "same as chunks_per_thread=" + std::to_string(same) + " (" + std::to_string(threads) +
+         " threads x " + std::to_string(cpt) + " chunks exceed the " + std::to_string(total) +
+         " merge-path items; chunks are capped at one per item)";
 }
 
 }  // namespace spgnn::detail

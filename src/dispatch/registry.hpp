@@ -1,6 +1,9 @@
 // Internal: the strategy registry. Every strategy of every op is listed in registry.cpp with its
-// parameter space, a `supports` predicate and its entry point; `auto` and the CLI read it.
+// parameter space, a `supports` predicate, an optional `validate` rule and its entry point;
+// `auto`, the autotuner (src/tune/) and the CLI read it.
 #pragma once
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,12 @@ namespace spgnn::detail {
 // Returns "" when the strategy can run the problem, else the reason it cannot.
 using SpmmSupports = std::string (*)(const SpmmProblem&);
 using SddmmSupports = std::string (*)(const SddmmProblem&);
+// Returns "" when this parameter combination is valid for the problem, else why not (a launch
+// limit the kernel would exceed, or "same as ...": a combination the launcher silently turns
+// into another one, so the autotuner never times the same kernel twice). Only called on problems
+// the strategy supports, with parameter values from the declared legal sets.
+using SpmmValidate = std::string (*)(const SpmmProblem&, const Schedule&);
+using SddmmValidate = std::string (*)(const SddmmProblem&, const Schedule&);
 using SpmmRun = void (*)(const SpmmProblem&, const Schedule&);
 using SddmmRun = void (*)(const SddmmProblem&, const Schedule&);
 
@@ -19,11 +28,13 @@ struct SpmmEntry {
   StrategyInfo info;
   SpmmSupports supports;
   SpmmRun run;
+  SpmmValidate validate = nullptr;  // nullptr: every combination of legal values is valid
 };
 struct SddmmEntry {
   StrategyInfo info;
   SddmmSupports supports;
   SddmmRun run;
+  SddmmValidate validate = nullptr;
 };
 
 const std::vector<SpmmEntry>& spmm_registry();
@@ -31,9 +42,49 @@ const std::vector<SddmmEntry>& sddmm_registry();
 const SpmmEntry& spmm_entry(const std::string& name);
 const SddmmEntry& sddmm_entry(const std::string& name);
 
-// The `auto` heuristic (documented in docs/ARCHITECTURE.md): picks a supported strategy and
-// parameters from graph statistics, F and the device.
+// A schedule's validity for a problem: "" or the reason (supports(), then validate()).
+std::string spmm_schedule_problem(const SpmmProblem& p, const Schedule& s);
+std::string sddmm_schedule_problem(const SddmmProblem& p, const Schedule& s);
+
+// Row-degree statistics of a graph's structure: one pass over rowptr (one copy of it to the host
+// for a GPU graph), cached in Graph::cache so later calls cost O(1). Read by `auto` and by the
+// autotuner's cost-model features.
+struct DegreeStats {
+  int64_t n = 0, nnz = 0, max_deg = 0, empty_rows = 0;
+  double avg = 0, cv = 0;  // mean degree, coefficient of variation (stddev / mean)
+};
+std::shared_ptr<const DegreeStats> degree_stats(const Graph& g);
+
+// `auto`: the tuning cache first (src/tune/auto_cache.cpp; with tune-on-miss enabled a miss is
+// tuned and stored), then the heuristic. Both return a schedule the problem supports.
 Schedule auto_spmm_schedule(const SpmmProblem& p);
 Schedule auto_sddmm_schedule(const SddmmProblem& p);
+// The heuristic alone (docs/STRATEGIES.md): a supported strategy from graph statistics, F and
+// the device.
+Schedule heuristic_spmm_schedule(const SpmmProblem& p);
+Schedule heuristic_sddmm_schedule(const SddmmProblem& p);
+
+// ---- validity rules ------------------------------------------------------------------------
+// Plain functions of the strategy's declared parameters (`info`: defaults for unset ones, legal
+// values), the launch limits and the problem's sizes, compiled in every build so that CPU-only
+// tests exercise the CUDA strategies' rules too. Each mirrors a check or a silent clamp in the
+// strategy's launcher (src/kernels/cuda/*.cu, src/kernels/cpu/cpu_mergepath.cpp).
+struct LaunchLimits {
+  int64_t max_threads_per_block = 1024;
+  int64_t max_smem_per_block = 48 * 1024;  // the opt-in limit (launchers opt in above 48 KB)
+};
+// The limits of the graph's device (cudaGetDeviceProperties, cached); defaults on the CPU.
+LaunchLimits launch_limits(Device d);
+
+std::string validate_gnnone(const StrategyInfo& info, const Schedule& s, DType index,
+                            const LaunchLimits& lim);
+std::string validate_rowtile(const StrategyInfo& info, const Schedule& s, DType index, int64_t F,
+                             const LaunchLimits& lim);
+std::string validate_warp_vertex(const StrategyInfo& info, const Schedule& s);
+std::string validate_mergepath(const StrategyInfo& info, const Schedule& s, int64_t n_rows,
+                               int64_t nnz, int64_t F);
+std::string validate_shuffle(const StrategyInfo& info, const Schedule& s, int64_t F);
+std::string validate_cpu_mergepath(const StrategyInfo& info, const Schedule& s, int64_t n_rows,
+                                   int64_t nnz, int64_t threads);
 
 }  // namespace spgnn::detail

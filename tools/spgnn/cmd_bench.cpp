@@ -20,6 +20,7 @@
 #include "spgnn/commands.hpp"
 #include "spgnn/common.hpp"
 #include "spgnn/ops.hpp"
+#include "spgnn/tune.hpp"
 
 namespace spgnn::cli {
 
@@ -43,6 +44,7 @@ struct BenchOpts {
   uint64_t seed = 1;
   int64_t check_rows = 4096;
   bool wide_e = false;
+  bool tune = false;
   LoadFlags flags;
 };
 
@@ -351,9 +353,12 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--wide-e", o->wide_e, "spmm: edge operand of width F instead of 1");
   cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+  cmd->add_flag("--tune", o->tune, "auto: tune and cache each problem the tuning cache does not "
+                                   "know yet (before it is timed)");
   add_load_flags(*cmd, o->flags);
   cmd->callback([o, cmd] {
     o->dims_given = cmd->count("--dim") > 0;
+    if (o->tune) set_tune_on_miss(true);
     run_bench(*o);
   });
 }

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   spgnn::cli::register_bench(app);
   spgnn::cli::register_strategies(app);
   spgnn::cli::register_train(app);
+  spgnn::cli::register_tune(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
