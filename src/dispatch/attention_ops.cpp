@@ -6,9 +6,11 @@
 //     cpu_ref (float64 oracle).
 //   gat_aggregate[_backward]: auto (gat_fused on GPU data, cpu on CPU data), gat_fused (GPU;
 //     parameters warps = warps per block, heavy_deg = rows with more edges are split over several
-//     warps (forward), bwd_atomic = 1 to scatter source gradients with atomics instead of
-//     gathering them over the cached transpose), unfused (forward only: spgnn's own
-//     gsddmm -> LeakyReLU -> edge_softmax -> [dropout] -> gspmm, on either device), cpu, cpu_ref.
+//     warps (forward), heads_per_chunk = heads sharing one pass over the edges (forward; 0 = as
+//     many as one warp pass holds, up to 4), bwd_atomic = 1 to scatter source gradients with
+//     atomics instead of gathering them over the cached transpose), unfused (forward only:
+//     spgnn's own gsddmm -> LeakyReLU -> edge_softmax -> [dropout] -> gspmm, on either device),
+//     cpu, cpu_ref.
 // These ops are not in the spmm/sddmm registry (their problems differ); the names above are the
 // whole list, and an unknown name or parameter is an InvalidArgument that lists them.
 #include <cmath>
@@ -76,13 +78,15 @@ struct Resolved {
   int warps = 4;
   bool bwd_atomic = false;
   int64_t heavy_deg = 1024;
+  int heads_per_chunk = 0;
 };
 
 const std::map<std::string, std::pair<std::vector<int64_t>, int64_t>>& gat_fused_params() {
   static const std::map<std::string, std::pair<std::vector<int64_t>, int64_t>> p = {
       {"warps", {{1, 2, 4, 8, 16}, 4}},
       {"bwd_atomic", {{0, 1}, 0}},
-      {"heavy_deg", {{64, 128, 256, 512, 1024, 2048, 4096}, 1024}}};
+      {"heavy_deg", {{64, 128, 256, 512, 1024, 2048, 4096}, 1024}},
+      {"heads_per_chunk", {{0, 1, 2, 4}, 0}}};
   return p;
 }
 
@@ -105,14 +109,16 @@ Resolved resolve(const Schedule& s, const Graph& g, const char* op, bool gat, bo
     auto it = spec.find(key);
     SPGNN_CHECK(r.name == "gat_fused" && it != spec.end(), InvalidArgument, op, ": strategy '",
                 r.name, "' has no parameter '", key, "'",
-                r.name == "gat_fused" ? " (it has warps, bwd_atomic and heavy_deg)"
-                                      : " (it has none)");
+                r.name == "gat_fused"
+                    ? " (it has warps, bwd_atomic, heavy_deg and heads_per_chunk)"
+                    : " (it has none)");
     bool legal = false;
     for (int64_t v : it->second.first) legal = legal || v == value;
     SPGNN_CHECK(legal, InvalidArgument, op, ": gat_fused parameter '", key, "' = ", value,
                 " is not one of its legal values");
     if (key == "warps") r.warps = static_cast<int>(value);
     else if (key == "heavy_deg") r.heavy_deg = value;
+    else if (key == "heads_per_chunk") r.heads_per_chunk = static_cast<int>(value);
     else r.bwd_atomic = value != 0;
   }
   const bool gpu_only = r.name == "gat_fused" || r.name == "cuda";
@@ -357,7 +363,7 @@ void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const T
   if (r.name == "cpu") return detail::cpu_gat_forward(p);
   if (r.name == "unfused") return gat_unfused_forward(p);
 #if SPGNN_WITH_CUDA
-  detail::gat_fused_forward(p, r.warps, r.heavy_deg);
+  detail::gat_fused_forward(p, r.warps, r.heavy_deg, r.heads_per_chunk);
 #endif
 }
 

@@ -3,7 +3,10 @@
 // unfused composition, on fresh random graphs of every shape in test_util.hpp (rows without
 // edges, a star, one row with half the edges, n = 1, no edges), int32 and int64 indices,
 // H in {1, 2, 4, 8}, F in {1, 3, 8, 16, 32, 33, 64, 128}, dropout on and off, default and
-// non-default streams. Outputs are poisoned with NaN before each GPU run.
+// non-default streams; the fused forward's column chunks (1, 2 or 4 heads per pass, H not a
+// multiple of them, heads wider than one warp pass), rows split over several warps, and rows of
+// every length class (group, warp, split) on one graph. Outputs are poisoned with NaN before
+// each GPU run.
 // SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and sweeps.
 #include <gtest/gtest.h>
 
@@ -209,6 +212,34 @@ TEST(GatFusedGpu, EveryParameterValueAndStream) {
   for (int64_t F : {1, 32, 64})
     check_gat(GraphKind::rmat, DType::i32, 4, F, 0.1f, "gat_fused", true, {}, st);
   cudaStreamDestroy(st);
+#endif
+}
+
+TEST(GatFusedGpu, HeadsPerChunkAndWideHeads) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  // heads_per_chunk forces 1, 2 or 4 heads per pass over the edges (auto takes all heads on
+  // these small graphs); H = 3 and 5 leave a partly filled last chunk; F = 3 and 33 use scalar
+  // loads, 3 * 4 heads = 12 of 16 lanes. heavy_deg = 64 also sends R-MAT's hubs and the half
+  // row through the split-row kernels with the same chunks.
+  int i = 0;
+  for (int64_t hpc : {1, 2, 4})
+    for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{3, 3}, {4, 8}, {5, 32}, {8, 1},
+                                                                {2, 33}})
+      for (GraphKind k : {GraphKind::rmat, GraphKind::half_row, GraphKind::empty_rows}) {
+        if (quick() && (k == GraphKind::empty_rows || hpc == 2)) continue;
+        ++i;
+        std::map<std::string, int64_t> prm{{"heads_per_chunk", hpc}};
+        if (i % 2) prm["heavy_deg"] = 64;
+        check_gat(k, i % 3 ? DType::i32 : DType::i64, H, F, i % 4 ? 0.f : 0.3f, "gat_fused",
+                  false, prm);
+      }
+  // Heads wider than 32 vectors: several column chunks per head (only the first writes attn).
+  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 129}, {2, 256}, {3, 200}})
+    for (GraphKind k : {GraphKind::rmat, GraphKind::star}) {
+      check_gat(k, DType::i32, H, F, 0.f, "gat_fused", false);
+      check_gat(k, DType::i64, H, F, 0.2f, "gat_fused", false, {{"heavy_deg", 128}});
+    }
 #endif
 }
 

@@ -1,10 +1,12 @@
 // MaxK-GNN on the GPU (strategy "gpu") against the CPU oracle cpu_ref: maxk bit-exact (values and
 // columns, ties included) for F in {16, 64, 256, 300} and k in {1, 2, 7, 8, 16, 32, 64, 96, 128,
-// 192, F}, on rows of random values, few distinct values, equal values and signed zeros /
-// infinities; maxk_backward; cbsr_spgemm and cbsr_sspmm (rel error < 1e-5) on every graph kind of
-// test_util.hpp, int32 and int64 indices, each source of edge weights, and the kernel parameters
-// (split rows, the buffer-less path, one warp per block, a stream). Outputs are poisoned with NaN
-// first. SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and sweeps.
+// 192, F}, on rows of random values, few distinct values, equal values, signed zeros /
+// infinities and outliers; every register layout of the kernel (float4 and scalar loads, 1 to 32
+// values per lane, F not a multiple of 32), many rows per warp (its prefetch), and the wide
+// shared-memory path; maxk_backward; cbsr_spgemm and cbsr_sspmm (rel error < 1e-5) on every
+// graph kind of test_util.hpp, int32 and int64 indices, each source of edge weights, and the
+// kernel parameters (split rows, the buffer-less path, one warp per block, a stream). Outputs
+// are poisoned with NaN first. SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and sweeps.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,19 +72,28 @@ namespace {
   return b ^ ((b & 0x80000000u) ? 0xffffffffu : 0x80000000u);
 }
 
-// Rows of four kinds: uniform random; few distinct values; all equal; signed zeros, infinities
-// and tiny values.
+// Rows of six kinds: uniform random; few distinct values; all equal; signed zeros, infinities
+// and tiny values; normal values with a few huge outliers (slow for value interpolation); values
+// of two magnitudes (1e-30 and 1e30 scales, the key interval spans most of the key range).
 [[maybe_unused]] Tensor maxk_input(int64_t n, int64_t F, uint64_t seed) {
   Tensor x = random_tensor({n, F}, seed);
   float* p = x.data<float>();
   std::mt19937_64 rng(seed + 99);
+  std::normal_distribution<float> normal;
   const float special[] = {0.f, -0.f, 1e-38f, -1e-38f, INFINITY, -INFINITY, 1.f, -1.f};
   for (int64_t r = 0; r < n; ++r) {
     float* row = p + r * F;
-    switch (r % 4) {
+    switch (r % 6) {
       case 1: for (int64_t j = 0; j < F; ++j) row[j] = float(rng() % 3) - 1.f; break;
       case 2: for (int64_t j = 0; j < F; ++j) row[j] = 0.25f; break;
       case 3: for (int64_t j = 0; j < F; ++j) row[j] = special[rng() % 8]; break;
+      case 4:
+        for (int64_t j = 0; j < F; ++j) row[j] = normal(rng);
+        for (int o = 0; o < 3; ++o) row[rng() % uint64_t(F)] = (rng() % 2 ? 1e30f : -1e30f);
+        break;
+      case 5:
+        for (int64_t j = 0; j < F; ++j) row[j] = normal(rng) * (rng() % 2 ? 1e30f : 1e-30f);
+        break;
       default: break;
     }
   }
@@ -144,6 +155,41 @@ TEST(MaxkGpu, MaxkMatchesReferenceBitExact) {
       const Cbsr got = maxk(xd, k);  // auto on CUDA data = gpu
       EXPECT_TRUE(got.data.device().is_cuda());
       EXPECT_TRUE(same_cbsr(got, ref));
+    }
+  }
+}
+
+TEST(MaxkGpu, MaxkEveryRegisterLayout) {
+  SPGNN_REQUIRE_GPU();
+  // Widths picking each register layout of the kernel: float4 loads with 1, 2, 3, 4 and 8 chunks
+  // of 128 columns, scalar loads with 1, 2, 4, 8, 16 and 32 chunks of 32 (F % 4 != 0), partly
+  // filled last chunks, and 1025 (the first width of the wide path).
+  const std::vector<int64_t> Fs = quick() ? std::vector<int64_t>{5, 255, 1000}
+                                          : std::vector<int64_t>{2, 5, 31, 36, 60, 127, 132, 255,
+                                                                 257, 380, 500, 513, 999, 1000,
+                                                                 1024, 1025};
+  for (int64_t F : Fs) {
+    const Tensor x = maxk_input(quick() ? 24 : 120, F, seed_for(50 + uint64_t(F)));
+    const Tensor xd = x.to(Device::cuda());
+    for (int64_t k : {int64_t{1}, int64_t{2}, F / 3 + 1, F / 2, F - 1, F}) {
+      if (k < 1) continue;
+      SCOPED_TRACE("F=" + std::to_string(F) + " k=" + std::to_string(k) +
+                   " SPGNN_TEST_SEED=" + std::to_string(base_seed()));
+      EXPECT_TRUE(same_cbsr(maxk(xd, k), maxk(x, k, strategy("cpu_ref"))));
+    }
+  }
+}
+
+TEST(MaxkGpu, MaxkManyRowsPerWarp) {
+  SPGNN_REQUIRE_GPU();
+  // More rows than resident warps, so each warp selects in one row while the next one loads.
+  const int64_t n = quick() ? 20000 : 150000;
+  for (int64_t F : {int64_t{16}, int64_t{256}, int64_t{300}}) {
+    const Tensor x = maxk_input(F == 16 ? 4 * n : n, F, seed_for(60 + uint64_t(F)));
+    const Tensor xd = x.to(Device::cuda());
+    for (int64_t k : {int64_t{1}, int64_t{7}, int64_t{16}}) {
+      SCOPED_TRACE("F=" + std::to_string(F) + " k=" + std::to_string(k));
+      EXPECT_TRUE(same_cbsr(maxk(xd, k), maxk(x, k, strategy("cpu"))));
     }
   }
 }

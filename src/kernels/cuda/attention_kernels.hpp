@@ -19,12 +19,13 @@ void cuda_apply_dropout(const Tensor& a, Tensor& out, int64_t H, uint64_t seed, 
 void cuda_copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
                     int64_t width, void* stream);
 
-// TLPGNN-style fused GAT (gat_fused.cu). `warps` = warps per block (one warp per vertex); rows
-// with more than `heavy_deg` edges are split over several warps in the forward pass.
-// Backward: atomic = false gathers source gradients over p.gt / p.perm (one warp per source,
-// no atomics); atomic = true scatters them with atomics from the destination rows (no transpose
-// needed; p.gt may be null).
-void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg);
+// TLPGNN-style fused GAT (gat_fused.cu). Forward: `warps` = warps per block; rows with more than
+// `heavy_deg` edges are split over several warps; `heads_per_chunk` (0 = as many as one warp
+// pass holds, else 1, 2 or 4) heads share one pass over the edges (see gat_fused.cu). Backward,
+// a warp per vertex: atomic = false gathers source gradients over p.gt / p.perm (one warp per
+// source, no atomics); atomic = true scatters them with atomics from the destination rows (no
+// transpose needed; p.gt may be null).
+void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_chunk);
 void gat_fused_backward(const GatProblem& p, int warps, bool atomic);
 
 }  // namespace spgnn::detail

@@ -2,17 +2,14 @@
 // the attention logits, their edge softmax and the weighted sum of source features, for H heads;
 // plus the backward pass in two kernels.
 //
-// Layout (forward): one warp per destination vertex v (vertex parallelism; the hardware block
-//   scheduler hands out vertices dynamically, no atomics), lanes over features (feature
-//   parallelism). Heads are walked one after the other; for head h:
-//   pass A: lanes over the row's edges compute s_e = leaky_relu(el[u,h] + er[v,h]) and a running
-//     max + sum of exp(s - max) (online softmax), combined across lanes with shuffles;
-//   pass B: the warp splits into thread groups of G lanes that cover the head's F features with
-//     float4/float2/float vector loads; groups take the row's edges round-robin, recompute
-//     a_e = exp(s_e - max) / sum (cheaper than storing and re-reading s: el[u] is a broadcast
-//     load), write attn[e,h] (one lane per edge), and keep the running sum of a_e' * feat[u]
-//     in registers (register caching); groups are combined with shuffles and the row is stored
-//     once. kUnroll edges' feature loads are in flight per group.
+// Forward (the "forward" section below has the details): rows in order of decreasing degree; a
+//   row is walked by a team (a group of G lanes for short rows, so 32 / G rows share a warp; a
+//   whole warp for long rows; several warps for heavy rows, whose partial softmax states are
+//   merged by small second kernels). All heads of a column chunk are handled in one pass over
+//   the row's edges with an online softmax: each edge's logit is computed once per head and its
+//   weight shuffled to the lanes that gather the source's feature vector; the attention weights
+//   are normalised at the end of the row. Column chunks (gridDim.y) keep the gathered feature
+//   columns within L2. Version history and H100 numbers: docs/GAT_NOTES.md.
 // Nothing of size nnz x F is ever written: the unfused composition writes and re-reads logits,
 // weights and (with several heads) per-head feature copies; this reads feat once per edge.
 //
@@ -30,6 +27,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -89,7 +87,6 @@ struct GatArgs {
   float* grad_er;
   float* dz;  // backward scratch [nnz, H]: d_a, then d_z
   int64_t n;  // rows walked
-  int64_t heavy_deg;  // forward: rows with more edges are left to the chunk kernels
   int64_t H, F, W;
   int nv;      // vectors per head row (F / V)
   int g_log2;  // log2(thread-group size)
@@ -106,176 +103,298 @@ __device__ __forceinline__ float drop_factor(const GatArgs<I>& a, int64_t j, int
   return a.dropout ? attention_dropout_factor(a.seed, j, h, a.p_drop, a.scale) : 1.f;
 }
 
-template <class I, int V>
-__global__ void __launch_bounds__(kMaxWarps * 32) gat_forward_kernel(const GatArgs<I> a) {
-  const int lane = threadIdx.x & 31;
-  const int64_t v = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (v >= a.n) return;
-  const int64_t b = a.rowptr[v], e = a.rowptr[v + 1];
-  if (e - b > a.heavy_deg) return;  // split into chunks: gat_chunk_*_kernel
-  float* ov = a.out + v * a.W;
-  if (b == e) {  // no edges: a zero row, no weights
-    for (int64_t c = lane; c < a.W; c += 32) ov[c] = 0.f;
-    return;
-  }
-  const int G = 1 << a.g_log2, NG = 32 >> a.g_log2;
-  const int grp = lane >> a.g_log2, gl = lane & (G - 1);
-  for (int64_t h = 0; h < a.H; ++h) {
-    const float erv = __ldg(a.er + v * a.H + h);
-    auto logit_of = [&](int64_t u) {
-      return attention::leaky(__ldg(a.el + u * a.H + h) + erv, a.slope);
-    };
-    float m, z;
-    attention::row_softmax_stats(
-        b, e, lane, [&](int64_t j) { return logit_of(static_cast<int64_t>(__ldg(a.col + j))); },
-        m, z);
-    const float inv_z = 1.f / z;
-    for (int pass = 0; pass < a.passes; ++pass) {
-      const int vi = pass * G + gl;
-      const bool ok = vi < a.nv;
-      const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
-      const bool writer = pass == 0 && gl == 0;  // one lane per edge stores its weight
-      auto weight = [&](int64_t j, int64_t u) {
-        const float w = expf(logit_of(u) - m) * inv_z;
-        if (writer) a.attn[j * a.H + h] = w;
-        return w * drop_factor(a, j, h);
-      };
-      float acc[V];
-      zero_vec(acc);
-      int64_t j = b + grp;
-      for (; j + (kUnroll - 1) * NG < e; j += kUnroll * NG) {
-        int64_t u[kUnroll];
-        float x[kUnroll][V], w[kUnroll];
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) u[k] = __ldg(a.col + j + k * NG);
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
-          if (ok) ldg_vec<V>(x[k], a.feat + u[k] * a.W + foff);
-          else zero_vec(x[k]);
-        }
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) w[k] = weight(j + k * NG, u[k]);
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k)
-#pragma unroll
-          for (int q = 0; q < V; ++q) acc[q] = fmaf(w[k], x[k][q], acc[q]);
-      }
-      for (; j < e; j += NG) {
-        const int64_t u = __ldg(a.col + j);
-        float x[V];
-        if (ok) ldg_vec<V>(x, a.feat + u * a.W + foff);
-        else zero_vec(x);
-        const float w = weight(j, u);
-#pragma unroll
-        for (int q = 0; q < V; ++q) acc[q] = fmaf(w, x[q], acc[q]);
-      }
-#pragma unroll
-      for (int q = 0; q < V; ++q)
-        for (int off = 16; off >= G; off >>= 1) acc[q] += __shfl_xor_sync(kFullMask, acc[q], off);
-      if (grp == 0 && ok) st_vec<V>(ov + foff, acc);
-    }
-  }
-}
-
-// ---- heavy rows (forward) ------------------------------------------------------------------
-// A warp per vertex leaves a hub row of 10^5 edges to one warp while the rest of the GPU idles
-// (R-MAT / Kronecker graphs). Rows with more than heavy_deg edges are therefore cut into chunks
-// of `chunk` edges, a warp each, which write partial softmax states (max m_c, sum z_c and the
-// unnormalised sum acc_c relative to m_c, per head); one warp per heavy row then merges them
-// (out = sum_c acc_c e^(m_c - m) / sum_c z_c e^(m_c - m)) and writes the row's weights.
-// Partial layout per chunk: [m_0, z_0, ..., m_{H-1}, z_{H-1}, acc (H*F)].
-struct HeavyRows {
-  const int64_t* __restrict__ row;          // [nh] the heavy rows
-  const int64_t* __restrict__ chunk_start;  // [nh + 1] first chunk of each heavy row
-  const int64_t* __restrict__ chunk_row;    // [nc] heavy-row index of each chunk
-  int64_t nh = 0, nc = 0, chunk = 0;
-  float* part = nullptr;                    // [nc, 2H + H*F]
-};
-
-template <class I, int V>
-__global__ void __launch_bounds__(kMaxWarps * 32)
-    gat_chunk_partial_kernel(const GatArgs<I> a, const HeavyRows hr) {
-  const int lane = threadIdx.x & 31;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (c >= hr.nc) return;
-  const int64_t i = hr.chunk_row[c];
-  const int64_t v = hr.row[i];
-  const int64_t b = a.rowptr[v] + (c - hr.chunk_start[i]) * hr.chunk;
-  const int64_t e = min(b + hr.chunk, static_cast<int64_t>(a.rowptr[v + 1]));
-  float* part = hr.part + c * (2 * a.H + a.W);
-  const int G = 1 << a.g_log2, NG = 32 >> a.g_log2;
-  const int grp = lane >> a.g_log2, gl = lane & (G - 1);
-  for (int64_t h = 0; h < a.H; ++h) {
-    const float erv = __ldg(a.er + v * a.H + h);
-    auto logit_of = [&](int64_t u) {
-      return attention::leaky(__ldg(a.el + u * a.H + h) + erv, a.slope);
-    };
-    float m, z;
-    attention::row_softmax_stats(
-        b, e, lane, [&](int64_t j) { return logit_of(static_cast<int64_t>(__ldg(a.col + j))); },
-        m, z);
-    if (lane == 0) {
-      part[2 * h] = m;
-      part[2 * h + 1] = z;
-    }
-    for (int pass = 0; pass < a.passes; ++pass) {
-      const int vi = pass * G + gl;
-      const bool ok = vi < a.nv;
-      const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
-      float acc[V];
-      zero_vec(acc);
-      int64_t j = b + grp;
-      for (; j + (kUnroll - 1) * NG < e; j += kUnroll * NG) {
-        int64_t u[kUnroll];
-        float x[kUnroll][V], w[kUnroll];
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) u[k] = __ldg(a.col + j + k * NG);
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
-          if (ok) ldg_vec<V>(x[k], a.feat + u[k] * a.W + foff);
-          else zero_vec(x[k]);
-        }
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k)
-          w[k] = expf(logit_of(u[k]) - m) * drop_factor(a, j + k * NG, h);
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k)
-#pragma unroll
-          for (int q = 0; q < V; ++q) acc[q] = fmaf(w[k], x[k][q], acc[q]);
-      }
-      for (; j < e; j += NG) {
-        const int64_t u = __ldg(a.col + j);
-        float x[V];
-        if (ok) ldg_vec<V>(x, a.feat + u * a.W + foff);
-        else zero_vec(x);
-        const float w = expf(logit_of(u) - m) * drop_factor(a, j, h);
-#pragma unroll
-        for (int q = 0; q < V; ++q) acc[q] = fmaf(w, x[q], acc[q]);
-      }
-#pragma unroll
-      for (int q = 0; q < V; ++q)
-        for (int off = 16; off >= G; off >>= 1) acc[q] += __shfl_xor_sync(kFullMask, acc[q], off);
-      if (grp == 0 && ok)
-#pragma unroll
-        for (int q = 0; q < V; ++q) part[2 * a.H + foff + q] = acc[q];  // scalar: 2H breaks alignment
-    }
-  }
-}
+// ---- forward ---------------------------------------------------------------------------------
+// Rows are walked in order of decreasing degree (FwdSchedule::order, computed once per graph
+// structure), so the rows that share a warp have about the same length. Three kinds of rows:
+//   heavy (deg > heavy_deg): cut into segments of seg_len edges, a warp each
+//     (gat_segment_kernel), whose partial states are merged by gat_merge_kernel;
+//   long (kLongDeg < deg <= heavy_deg): a warp each, its groups splitting the row's edges;
+//   short (the rest, empty rows included): one group of G lanes each, 32 / G rows per warp.
+// The "team" of a row is the warp (heavy, long) or the group (short). Columns: a chunk of the
+// H*F output columns is gridDim.y's unit: HC heads (HC in {1, 2, 4}; G = next_pow2(HC * F / V)
+// lanes of V floats) or, when a head is wider than 32 vectors, 32 vectors of one head. All
+// blocks of chunk 0 are dispatched before chunk 1, so the gathered feature columns' L2 working
+// set is n_cols * chunk * 4 bytes; by default HC is as large as it goes (see fwd_geometry).
+// A team walks its row once (fwd_row: online softmax, lanes over (edge, head) pairs for the
+// logits, groups over feature vectors for the gathers); the attention weights of all but the last
+// batch are stored raw and normalised at the end of the row (fwd_finish_attn, a coalesced re-read
+// of what the same lanes just wrote). No nnz x F intermediate is ever written.
+constexpr int kMaxHc = 4;          // heads per chunk at most (per-lane softmax state)
+constexpr int64_t kLongDeg = 32;   // rows above this many edges get a whole warp
+constexpr int kUnrollB = 8;        // feature loads in flight per lane
 
 template <class I>
-__global__ void __launch_bounds__(kMaxWarps * 32)
-    gat_chunk_merge_kernel(const GatArgs<I> a, const HeavyRows hr) {
+struct FwdArgs {
+  const I* __restrict__ rowptr;
+  const I* __restrict__ col;
+  const I* __restrict__ order;        // rows by decreasing degree (heavy, long, short)
+  const int64_t* __restrict__ seg_row;    // [n_seg] row of each heavy segment
+  const int64_t* __restrict__ seg_begin;  // [n_seg] its first edge
+  const int64_t* __restrict__ seg_start;  // [n_heavy + 1] first segment of each heavy row
+  const float* __restrict__ feat;
+  const float* __restrict__ el;
+  const float* __restrict__ er;
+  float* out;
+  float* attn;
+  float* pstat;  // [n_seg, H, 2] segment (max, sum of exp)
+  float* pacc;   // [n_seg, W] segment sum of exp(s - max) * feat, unnormalised
+  int64_t n_heavy, n_long, n_short;  // order[0, n_heavy) heavy, then long, then short
+  int64_t n_seg, seg_len;
+  int64_t H, F, W;
+  int g_log2;   // lanes per group
+  int hc_log2;  // heads per chunk
+  int subs;     // chunks per head (1 unless a head is wider than 32 vectors)
+  float slope;
+  float p_drop;
+  float scale;
+  uint64_t seed;
+  bool dropout;
+};
+
+// A lane's place in its team and chunk (see above).
+struct FwdLane {
+  unsigned mask;  // the team's lanes
+  int base;       // first lane of the team
+  int tl_log2;    // log2(team lanes)
+  int tg;         // this lane's group within the team
+  int tg_log2;    // log2(groups in the team)
+  // logits: lane = (edge slot t, head i)
+  int t, i;
+  int64_t h;      // head of (t, i)
+  bool hv;        // h < H
+  // features: this lane's V columns
+  int64_t colg;   // first column in the [*, W] rows
+  bool cv;        // the columns exist
+  int hl;         // their head, relative to the chunk's first head
+  bool writer;    // this chunk writes attn (first chunk of its heads)
+};
+
+template <class I>
+__device__ __forceinline__ FwdLane fwd_lane(const FwdArgs<I>& a, int lane, bool warp_team, int V) {
+  FwdLane L;
+  const int G = 1 << a.g_log2;
+  const int grp = lane >> a.g_log2;
+  if (warp_team) {
+    L.mask = kFullMask;
+    L.base = 0;
+    L.tl_log2 = 5;
+    L.tg = grp;
+    L.tg_log2 = 5 - a.g_log2;
+  } else {
+    L.mask = G == 32 ? kFullMask : ((1u << G) - 1u) << (grp * G);
+    L.base = grp * G;
+    L.tl_log2 = a.g_log2;
+    L.tg = 0;
+    L.tg_log2 = 0;
+  }
+  const int tl = lane - L.base;
+  L.t = tl >> a.hc_log2;
+  L.i = tl & ((1 << a.hc_log2) - 1);
+  const int64_t hchunk = blockIdx.y / a.subs, sub = blockIdx.y % a.subs;
+  const int64_t h0 = hchunk << a.hc_log2;
+  L.h = h0 + L.i;
+  L.hv = L.h < a.H;
+  L.writer = sub == 0;
+  const int64_t q = sub * 32 * V + static_cast<int64_t>(lane & (G - 1)) * V;  // from h0 * F
+  L.hl = static_cast<int>(q / a.F);
+  L.cv = L.hl < (1 << a.hc_log2) && h0 + L.hl < a.H;
+  L.colg = h0 * a.F + q;
+  return L;
+}
+
+// The row (or heavy-row segment) [b, e) in one pass, online softmax. The team walks the edges in
+// batches of `step` (= team lanes / HC): lane (t, i) takes edge base + t, head h0 + i, computes
+// its logit s and keeps head i's running max M and its partial sum z of exp(s - M); a batch's new
+// max is a shuffle reduction over the head's lanes, and when it grows, z and the feature sums
+// are rescaled by exp(M_old - M_new) (rare after the first batches). Each group then receives
+// (source, weight) of its share of the batch by shuffles and gathers the feature vectors.
+// Latency: the next batch's sources are loaded one batch ahead, and the feature loads of a batch
+// are issued before its logits are needed, so a batch costs about one gather round trip.
+// attn: the raw logits of every batch but the last are stored and normalised by fwd_finish_attn
+// (the last batch's are still in registers); kPartial stores every batch's raw logits (the split
+// rows' kernels normalise them once the row's max and sum are known).
+// On return: lane (t, i) holds head i's M and total z (reduced over the team); acc holds this
+// lane's V feature sums (over the team's groups), relative to M, not divided by z; s_last is
+// lane (t, i)'s logit in the last batch.
+template <class I, int V, bool kPartial>
+__device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, int64_t b,
+                                        int64_t e, float erv, float& M, float& z, float& s_last,
+                                        float (&acc)[V]) {
+  zero_vec(acc);
+  M = -INFINITY;
+  z = 0.f;
+  s_last = -INFINITY;
+  const int hc = 1 << a.hc_log2;
+  const int step = 1 << (L.tl_log2 - a.hc_log2);  // edges per batch
+  const int per_group = step >> L.tg_log2;        // of which each group gathers
+  const int wsrc = L.hl & (hc - 1);               // head lane of this lane's feature columns
+  I u_next = 0;
+  if (L.t < e - b) u_next = __ldg(a.col + b + L.t);
+  for (int64_t base = b; base < e; base += step) {
+    const int cnt = static_cast<int>(min(static_cast<int64_t>(step), e - base));
+    const bool last = base + step >= e;
+    const I u_reg = u_next;
+    if (!last && base + step + L.t < e) u_next = __ldg(a.col + base + step + L.t);
+    const bool has = L.t < cnt && L.hv;
+    const float el_u = has ? __ldg(a.el + static_cast<int64_t>(u_reg) * a.H + L.h) : 0.f;
+    // First kUnrollB gathers of the batch: in flight while the logits arrive.
+    I u[kUnrollB];
+    float x[kUnrollB][V];
+#pragma unroll
+    for (int k = 0; k < kUnrollB; ++k) {
+      if (k < per_group) {  // the same for the whole team
+        const int slot = (k << L.tg_log2) + L.tg;
+        const bool ok = slot < cnt;
+        u[k] = __shfl_sync(L.mask, u_reg, L.base + ((ok ? slot : 0) << a.hc_log2));
+        if (ok && L.cv) ldg_vec<V>(x[k], a.feat + static_cast<int64_t>(u[k]) * a.W + L.colg);
+        else zero_vec(x[k]);
+      }
+    }
+    const float s = has ? attention::leaky(el_u + erv, a.slope) : -INFINITY;
+    float bm = s;
+    for (int off = (1 << L.tl_log2) >> 1; off >= hc; off >>= 1)
+      bm = fmaxf(bm, __shfl_xor_sync(L.mask, bm, off));
+    const bool grew = bm > M;
+    if (__any_sync(L.mask, grew)) {  // rescale z and the sums to the new max
+      const float r = grew ? expf(M - bm) : 1.f;
+      if (grew) M = bm;
+      z *= r;
+      const float rf = __shfl_sync(L.mask, r, L.base + wsrc);
+#pragma unroll
+      for (int q = 0; q < V; ++q) acc[q] *= rf;
+    }
+    float wd = 0.f;
+    if (has) {
+      const int64_t j = base + L.t;
+      const float w = expf(s - M);
+      z += w;
+      if (L.writer && (kPartial || !last)) a.attn[j * a.H + L.h] = s;
+      wd = a.dropout ? w * attention_dropout_factor(a.seed, j, L.h, a.p_drop, a.scale) : w;
+    }
+    if (last) s_last = s;
+#pragma unroll
+    for (int k = 0; k < kUnrollB; ++k) {
+      if (k < per_group) {
+        const int slot = (k << L.tg_log2) + L.tg;
+        float w = __shfl_sync(L.mask, wd, L.base + (((slot < cnt) ? slot : 0) << a.hc_log2) + wsrc);
+        if (slot >= cnt) w = 0.f;
+#pragma unroll
+        for (int q = 0; q < V; ++q) acc[q] = fmaf(w, x[k][q], acc[q]);
+      }
+    }
+    // Heads wider than kUnrollB edges per group (F > 32 * V / HC ... ): the rest of the batch.
+    for (int s0 = kUnrollB; s0 < per_group; s0 += kUnrollB) {
+      float w2[kUnrollB];
+#pragma unroll
+      for (int k = 0; k < kUnrollB; ++k) {
+        const int slot = ((s0 + k) << L.tg_log2) + L.tg;
+        const bool ok = s0 + k < per_group && slot < cnt;
+        const int src = L.base + ((ok ? slot : 0) << a.hc_log2);
+        u[k] = __shfl_sync(L.mask, u_reg, src);
+        w2[k] = __shfl_sync(L.mask, wd, src + wsrc);
+        if (!ok) w2[k] = 0.f;
+        if (ok && L.cv) ldg_vec<V>(x[k], a.feat + static_cast<int64_t>(u[k]) * a.W + L.colg);
+        else zero_vec(x[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < kUnrollB; ++k)
+#pragma unroll
+        for (int q = 0; q < V; ++q) acc[q] = fmaf(w2[k], x[k][q], acc[q]);
+    }
+  }
+  // z over the head's lanes (all at the same M); the groups' sums (same M too).
+  for (int off = (1 << L.tl_log2) >> 1; off >= hc; off >>= 1) z += __shfl_xor_sync(L.mask, z, off);
+  for (int off = 16; off >= (32 >> L.tg_log2) && L.tg_log2 > 0; off >>= 1)
+#pragma unroll
+    for (int q = 0; q < V; ++q) acc[q] += __shfl_xor_sync(L.mask, acc[q], off);
+}
+
+// attn of a whole row walked by fwd_row: exp(s - M) / z, from the stored raw logits of the
+// earlier batches and from s_last for the last one.
+template <class I>
+__device__ __forceinline__ void fwd_finish_attn(const FwdArgs<I>& a, const FwdLane& L, int64_t b,
+                                                int64_t e, float M, float z, float s_last) {
+  if (!L.writer || !L.hv || b == e) return;
+  const int64_t step = int64_t{1} << (L.tl_log2 - a.hc_log2);
+  const int64_t last_base = b + (e - 1 - b) / step * step;
+  const float inv_z = 1.f / z;
+  constexpr int kU = 4;
+  int64_t j = b + L.t;
+  for (; j + (kU - 1) * step < last_base; j += kU * step) {
+    float s[kU];
+#pragma unroll
+    for (int k = 0; k < kU; ++k) s[k] = a.attn[(j + k * step) * a.H + L.h];
+#pragma unroll
+    for (int k = 0; k < kU; ++k) a.attn[(j + k * step) * a.H + L.h] = expf(s[k] - M) * inv_z;
+  }
+  for (; j < last_base; j += step) a.attn[j * a.H + L.h] = expf(a.attn[j * a.H + L.h] - M) * inv_z;
+  if (last_base + L.t < e) a.attn[(last_base + L.t) * a.H + L.h] = expf(s_last - M) * inv_z;
+}
+
+// Long rows (a warp each) then short rows (a group each), in degree order.
+template <class I, int V>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<I> a) {
   const int lane = threadIdx.x & 31;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (i >= hr.nh) return;
-  const int64_t v = hr.row[i];
-  const int64_t c0 = hr.chunk_start[i], c1 = hr.chunk_start[i + 1];
-  const int64_t stride = 2 * a.H + a.W;
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const bool warp_team = w < a.n_long;
+  int64_t idx;
+  if (warp_team) {
+    idx = a.n_heavy + w;
+  } else {
+    const int64_t g = ((w - a.n_long) << (5 - a.g_log2)) + (lane >> a.g_log2);
+    if (g >= a.n_short) return;  // a whole group: groups do not shuffle with each other
+    idx = a.n_heavy + a.n_long + g;
+  }
+  const FwdLane L = fwd_lane(a, lane, warp_team, V);
+  const int64_t v = static_cast<int64_t>(__ldg(a.order + idx));
   const int64_t b = a.rowptr[v], e = a.rowptr[v + 1];
+  const float erv = L.hv ? __ldg(a.er + v * a.H + L.h) : 0.f;
+  float M, z, s_last, acc[V];
+  fwd_row<I, V, false>(a, L, b, e, erv, M, z, s_last, acc);  // empty rows: acc = 0
+  const float zf = __shfl_sync(L.mask, z, L.base + (L.hl & ((1 << a.hc_log2) - 1)));
+  if (L.tg == 0 && L.cv) {
+    const float inv = b == e ? 0.f : 1.f / zf;
+#pragma unroll
+    for (int q = 0; q < V; ++q) acc[q] *= inv;
+    st_vec<V>(a.out + v * a.W + L.colg, acc);
+  }
+  fwd_finish_attn(a, L, b, e, M, z, s_last);
+}
+
+// Heavy rows: a warp per segment writes its partial state (raw logits in attn).
+template <class I, int V>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_kernel(const FwdArgs<I> a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t sg = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (sg >= a.n_seg) return;
+  const FwdLane L = fwd_lane(a, lane, true, V);
+  const int64_t v = a.seg_row[sg];
+  const int64_t b = a.seg_begin[sg];
+  const int64_t e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
+  const float erv = L.hv ? __ldg(a.er + v * a.H + L.h) : 0.f;
+  float M, z, s_last, acc[V];
+  fwd_row<I, V, true>(a, L, b, e, erv, M, z, s_last, acc);
+  if (L.tg == 0 && L.cv) st_vec<V>(a.pacc + sg * a.W + L.colg, acc);
+  if (L.writer && L.t == 0 && L.hv) {
+    a.pstat[(sg * a.H + L.h) * 2] = M;
+    a.pstat[(sg * a.H + L.h) * 2 + 1] = z;
+  }
+}
+
+// A warp per heavy row: per head, (M, z) = the segments' states combined; out = sum_s pacc_s
+// e^(M_s - M) / z; then every segment's state is replaced by the row's (M, z) for
+// gat_segment_attn_kernel.
+template <class I>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_merge_kernel(const FwdArgs<I> a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (r >= a.n_heavy) return;
+  const int64_t v = static_cast<int64_t>(__ldg(a.order + r));
+  const int64_t s0 = a.seg_start[r], s1 = a.seg_start[r + 1];
   for (int64_t h = 0; h < a.H; ++h) {
     float m = -INFINITY, z = 0.f;
-    for (int64_t c = c0 + lane; c < c1; c += 32)
-      attention::softmax_combine(m, z, hr.part[c * stride + 2 * h], hr.part[c * stride + 2 * h + 1]);
+    for (int64_t s = s0 + lane; s < s1; s += 32)
+      attention::softmax_combine(m, z, a.pstat[(s * a.H + h) * 2], a.pstat[(s * a.H + h) * 2 + 1]);
 #pragma unroll
     for (int off = 16; off; off >>= 1) {
       const float m2 = __shfl_xor_sync(kFullMask, m, off);
@@ -285,17 +404,31 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     const float inv_z = 1.f / z;
     for (int64_t f = lane; f < a.F; f += 32) {
       float acc = 0.f;
-      for (int64_t c = c0; c < c1; ++c) {
-        const float* pc = hr.part + c * stride;
-        acc = fmaf(pc[2 * a.H + h * a.F + f], expf(pc[2 * h] - m), acc);
-      }
+      for (int64_t s = s0; s < s1; ++s)
+        acc = fmaf(a.pacc[s * a.W + h * a.F + f], expf(a.pstat[(s * a.H + h) * 2] - m), acc);
       a.out[v * a.W + h * a.F + f] = acc * inv_z;
     }
-    const float erv = __ldg(a.er + v * a.H + h);
-    for (int64_t j = b + lane; j < e; j += 32) {
-      const int64_t u = __ldg(a.col + j);
-      a.attn[j * a.H + h] = expf(attention::leaky(__ldg(a.el + u * a.H + h) + erv, a.slope) - m) * inv_z;
+    __syncwarp();  // every lane has read the segments' maxima before they are overwritten
+    for (int64_t s = s0 + lane; s < s1; s += 32) {
+      a.pstat[(s * a.H + h) * 2] = m;
+      a.pstat[(s * a.H + h) * 2 + 1] = z;
     }
+  }
+}
+
+// A warp per heavy segment: attn = exp(s - M) / z with its row's (M, z), lanes over the
+// segment's (edge, head) entries (contiguous in attn).
+template <class I>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_attn_kernel(const FwdArgs<I> a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t sg = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (sg >= a.n_seg) return;
+  const int64_t v = a.seg_row[sg];
+  const int64_t b = a.seg_begin[sg];
+  const int64_t e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
+  for (int64_t i = b * a.H + lane; i < e * a.H; i += 32) {
+    const int64_t h = i % a.H;
+    a.attn[i] = expf(a.attn[i] - a.pstat[(sg * a.H + h) * 2]) / a.pstat[(sg * a.H + h) * 2 + 1];
   }
 }
 
@@ -446,7 +579,6 @@ GatArgs<I> make_args(const GatProblem& p, const gnnone::Geometry& geo) {
   a.el = p.el->data<float>();
   a.er = p.er->data<float>();
   a.n = g.n_rows;
-  a.heavy_deg = INT64_MAX;
   a.H = p.H;
   a.F = p.F;
   a.W = p.H * p.F;
@@ -472,83 +604,189 @@ void check_warps(int warps) {
               "gat_fused: warps must be in 1..", kMaxWarps, ", got ", warps);
 }
 
-// Rows with more than heavy_deg edges (a schedule parameter, default 1024) are cut into chunks of
-// heavy_deg / 4 edges (see HeavyRows): a warp then never walks more than about heavy_deg edges.
+// ---- forward: schedule and launch ----------------------------------------------------------
 
-// The heavy rows and their chunks, on the graph's device; a function of rowptr only, computed
-// once per graph structure and kept in Graph::cache.
-struct HeavySchedule {
-  Tensor row, chunk_start, chunk_row;
-  int64_t nh = 0, nc = 0;
+// Rows by decreasing degree and the heavy rows' segments, on the graph's device: a function of
+// rowptr only, computed once per graph structure (and heavy_deg) and kept in Graph::cache.
+struct FwdSchedule {
+  Tensor order;                           // graph index type
+  Tensor seg_row, seg_begin, seg_start;   // int64
+  int64_t n_heavy = 0, n_long = 0, n_short = 0, n_seg = 0, seg_len = 1;
 };
 
 template <class I>
-std::shared_ptr<HeavySchedule> heavy_schedule(const Graph& g, int64_t heavy_deg, int64_t chunk) {
-  const std::string key = std::string("gat_fused.heavy.") + dtype_name(g.index_dtype()) + "." +
+std::shared_ptr<FwdSchedule> fwd_schedule(const Graph& g, int64_t heavy_deg) {
+  const std::string key = std::string("gat_fused.fwd.") + dtype_name(g.index_dtype()) + "." +
                           g.device().str() + "." + std::to_string(heavy_deg);
   std::lock_guard<std::mutex> lock(g.cache->mutex);
   std::shared_ptr<void>& item = g.cache->items[key];
-  if (item) {
-    auto h = std::static_pointer_cast<HeavySchedule>(item);
-    return h;
-  }
+  if (item) return std::static_pointer_cast<FwdSchedule>(item);
   const std::vector<I> rp = g.rowptr.to_vector<I>();
-  std::vector<int64_t> rows, start{0}, chunk_row;
-  for (int64_t v = 0; v < g.n_rows; ++v) {
-    const int64_t deg = static_cast<int64_t>(rp[v + 1]) - static_cast<int64_t>(rp[v]);
-    if (deg <= heavy_deg) continue;
-    const int64_t chunks = ceil_div<int64_t>(deg, chunk);
-    for (int64_t c = 0; c < chunks; ++c) chunk_row.push_back(static_cast<int64_t>(rows.size()));
-    rows.push_back(v);
-    start.push_back(start.back() + chunks);
+  const int64_t n = g.n_rows;
+  std::vector<int64_t> deg(static_cast<size_t>(n));
+  int64_t max_deg = 0;
+  for (int64_t v = 0; v < n; ++v) {
+    deg[size_t(v)] = static_cast<int64_t>(rp[size_t(v) + 1]) - static_cast<int64_t>(rp[size_t(v)]);
+    max_deg = std::max(max_deg, deg[size_t(v)]);
   }
-  auto h = std::make_shared<HeavySchedule>();
-  h->nh = static_cast<int64_t>(rows.size());
-  h->nc = static_cast<int64_t>(chunk_row.size());
-  if (h->nh) {
-    h->row = Tensor::from_vector(rows).to(g.device());
-    h->chunk_start = Tensor::from_vector(start).to(g.device());
-    h->chunk_row = Tensor::from_vector(chunk_row).to(g.device());
+  // Counting sort, decreasing degree, ties by row (deterministic).
+  std::vector<int64_t> first(static_cast<size_t>(max_deg) + 2, 0);
+  for (int64_t v = 0; v < n; ++v) ++first[size_t(max_deg - deg[size_t(v)]) + 1];
+  for (size_t d = 1; d < first.size(); ++d) first[d] += first[d - 1];
+  std::vector<I> order(static_cast<size_t>(n));
+  for (int64_t v = 0; v < n; ++v)
+    order[size_t(first[size_t(max_deg - deg[size_t(v)])]++)] = static_cast<I>(v);
+  auto s = std::make_shared<FwdSchedule>();
+  s->seg_len = std::max<int64_t>(heavy_deg / 4, 1);
+  std::vector<int64_t> seg_row, seg_begin, seg_start{0};
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t v = static_cast<int64_t>(order[size_t(r)]), d = deg[size_t(v)];
+    if (d > heavy_deg) {
+      ++s->n_heavy;
+      for (int64_t b = 0; b < d; b += s->seg_len) {
+        seg_row.push_back(v);
+        seg_begin.push_back(static_cast<int64_t>(rp[size_t(v)]) + b);
+      }
+      seg_start.push_back(static_cast<int64_t>(seg_row.size()));
+    } else if (d > kLongDeg) {
+      ++s->n_long;
+    }
   }
-  item = h;
-  return h;
+  s->n_short = n - s->n_heavy - s->n_long;
+  s->n_seg = static_cast<int64_t>(seg_row.size());
+  s->order = Tensor::from_vector(order).to(g.device());
+  if (s->n_heavy) {
+    s->seg_row = Tensor::from_vector(seg_row).to(g.device());
+    s->seg_begin = Tensor::from_vector(seg_begin).to(g.device());
+    s->seg_start = Tensor::from_vector(seg_start).to(g.device());
+  }
+  item = s;
+  return s;
+}
+
+// Column chunks of the forward pass (see "forward" above).
+struct FwdGeometry {
+  int V = 1, g_log2 = 0, hc_log2 = 0, subs = 1;
+  int64_t chunks = 1;
+};
+
+int pow2_floor(int64_t x) {
+  int p = 1;
+  while (int64_t{p} * 2 <= x) p *= 2;
+  return p;
+}
+int log2_of(int64_t p) {
+  int l = 0;
+  while ((int64_t{1} << l) < p) ++l;
+  return l;
+}
+
+// SPGNN_GAT_HEADS_PER_CHUNK=1|2|4 in the environment replaces the default below when the
+// schedule leaves heads_per_chunk at 0 (tuning hook, like SPGNN_GNNONE_MAX_GROUP).
+int forced_heads_per_chunk() {
+  static const int hc = [] {
+    const char* env = std::getenv("SPGNN_GAT_HEADS_PER_CHUNK");
+    const int v = env ? std::atoi(env) : 0;
+    return (v == 1 || v == 2 || v == 4) ? v : 0;
+  }();
+  return hc;
+}
+
+// V: float4 / float2 / float by F's divisibility (and pointer alignment), so a vector never
+// straddles two heads. Heads of at most 32 vectors: HC heads per chunk, by default the most
+// (<= 4, <= H rounded up to a power of two, HC * F / V <= 32 lanes). Keeping the gathered
+// columns within L2 (gnnone's rule, 60% of L2) was the first default and lost on the H100 at
+// H = 4, F = 32: Reddit-shaped 19.9 / 15.0 / 14.0 ms and R-MAT 21 9.0 / 7.3 / 6.5 ms with 1 / 2 / 4
+// heads per chunk (docs/GAT_NOTES.md): a chunk re-reads col and el and recomputes the logits,
+// and the row's latency chain is paid once per chunk. Wider heads: chunks of 32 vectors of one
+// head.
+FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
+  FwdGeometry geo;
+  const void* ptrs[2] = {p.feat->data<float>(), p.out->data<float>()};
+  geo.V = gnnone::make_geometry(p.F, true, ptrs, 2).V;
+  const int64_t lanes_per_head = p.F / geo.V;
+  if (lanes_per_head > 32) {
+    geo.g_log2 = 5;
+    geo.subs = static_cast<int>(ceil_div<int64_t>(lanes_per_head, 32));
+    geo.chunks = p.H * geo.subs;
+  } else {
+    const int max_hc = std::min<int64_t>(
+        {kMaxHc, pow2_floor(32 / lanes_per_head), int64_t{1} << log2_of(p.H)});
+    int hc = heads_per_chunk > 0 ? heads_per_chunk : forced_heads_per_chunk();
+    hc = hc > 0 ? std::min(hc, max_hc) : max_hc;
+    geo.hc_log2 = log2_of(hc);
+    geo.g_log2 = log2_of(hc * lanes_per_head);
+    geo.chunks = ceil_div<int64_t>(p.H, hc);
+  }
+  SPGNN_CHECK(geo.chunks <= 65535, InvalidArgument, "gat_fused: H * F = ", p.H * p.F,
+              " needs ", geo.chunks, " column chunks, more than one grid holds (65535)");
+  return geo;
 }
 
 template <class I, int V>
-void forward_v(const GatArgs<I>& a, const HeavySchedule& hs, int64_t chunk, int warps,
+void forward_v(const FwdArgs<I>& a0, const FwdSchedule& s, int64_t chunks, int warps,
                cudaStream_t st) {
-  gat_forward_kernel<I, V><<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a);
+  FwdArgs<I> a = a0;
+  const int64_t team_warps = s.n_long + ceil_div<int64_t>(s.n_short, int64_t{32} >> a.g_log2);
+  if (team_warps > 0) {
+    const dim3 grid(blocks_for(team_warps, warps), static_cast<unsigned>(chunks));
+    gat_rows_kernel<I, V><<<grid, warps * 32, 0, st>>>(a);
+    SPGNN_CUDA_CHECK_LAUNCH();
+  }
+  if (s.n_heavy == 0) return;
+  // Partials: pacc first, so its rows stay aligned for vector stores.
+  StreamScratch part(static_cast<size_t>(s.n_seg * (a.W + 2 * a.H)) * sizeof(float), st);
+  a.pacc = part.get();
+  a.pstat = part.get() + s.n_seg * a.W;
+  const dim3 grid(blocks_for(s.n_seg, warps), static_cast<unsigned>(chunks));
+  gat_segment_kernel<I, V><<<grid, warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
-  if (hs.nh == 0) return;
-  HeavyRows hr;
-  hr.row = hs.row.data<int64_t>();
-  hr.chunk_start = hs.chunk_start.data<int64_t>();
-  hr.chunk_row = hs.chunk_row.data<int64_t>();
-  hr.nh = hs.nh;
-  hr.nc = hs.nc;
-  hr.chunk = chunk;
-  StreamScratch part(static_cast<size_t>(hs.nc * (2 * a.H + a.W)) * sizeof(float), st);
-  hr.part = part.get();
-  gat_chunk_partial_kernel<I, V><<<blocks_for(hs.nc, warps), warps * 32, 0, st>>>(a, hr);
+  gat_merge_kernel<I><<<blocks_for(s.n_heavy, warps), warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
-  gat_chunk_merge_kernel<I><<<blocks_for(hs.nh, warps), warps * 32, 0, st>>>(a, hr);
+  gat_segment_attn_kernel<I><<<blocks_for(s.n_seg, warps), warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 
 template <class I>
-void forward(const GatProblem& p, int warps, int64_t heavy_deg, cudaStream_t st) {
-  const void* ptrs[2] = {p.feat->data<float>(), p.out->data<float>()};
-  const gnnone::Geometry geo = gnnone::make_geometry(p.F, true, ptrs, 2);
-  GatArgs<I> a = make_args<I>(p, geo);
+void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_chunk,
+             cudaStream_t st) {
+  const FwdGeometry geo = fwd_geometry(p, heads_per_chunk);
+  const std::shared_ptr<FwdSchedule> s = fwd_schedule<I>(*p.g, heavy_deg);
+  const Graph& g = *p.g;
+  FwdArgs<I> a{};
+  a.rowptr = g.rowptr.data<I>();
+  a.col = g.col.data<I>();
+  a.order = s->order.data<I>();
+  if (s->n_heavy) {
+    a.seg_row = s->seg_row.data<int64_t>();
+    a.seg_begin = s->seg_begin.data<int64_t>();
+    a.seg_start = s->seg_start.data<int64_t>();
+  }
+  a.feat = p.feat->data<float>();
+  a.el = p.el->data<float>();
+  a.er = p.er->data<float>();
   a.out = p.out->data<float>();
   a.attn = p.attn->data<float>();
-  const int64_t chunk = std::max<int64_t>(heavy_deg / 4, 1);
-  const std::shared_ptr<HeavySchedule> hs = heavy_schedule<I>(*p.g, heavy_deg, chunk);
-  a.heavy_deg = hs->nh ? heavy_deg : INT64_MAX;
+  a.n_heavy = s->n_heavy;
+  a.n_long = s->n_long;
+  a.n_short = s->n_short;
+  a.n_seg = s->n_seg;
+  a.seg_len = s->seg_len;
+  a.H = p.H;
+  a.F = p.F;
+  a.W = p.H * p.F;
+  a.g_log2 = geo.g_log2;
+  a.hc_log2 = geo.hc_log2;
+  a.subs = geo.subs;
+  a.slope = p.negative_slope;
+  a.dropout = p.dropout > 0.f;
+  a.p_drop = p.dropout;
+  a.scale = p.dropout_scale;
+  a.seed = p.seed;
   switch (geo.V) {
-    case 4: forward_v<I, 4>(a, *hs, chunk, warps, st); break;
-    case 2: forward_v<I, 2>(a, *hs, chunk, warps, st); break;
-    default: forward_v<I, 1>(a, *hs, chunk, warps, st); break;
+    case 4: forward_v<I, 4>(a, *s, geo.chunks, warps, st); break;
+    case 2: forward_v<I, 2>(a, *s, geo.chunks, warps, st); break;
+    default: forward_v<I, 1>(a, *s, geo.chunks, warps, st); break;
   }
 }
 
@@ -595,7 +833,7 @@ void zero_async(Tensor& t, cudaStream_t st) {
 
 }  // namespace
 
-void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg) {
+void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_chunk) {
   check_warps(warps);
   SPGNN_CHECK(heavy_deg >= 4, InvalidArgument, "gat_fused: heavy_deg must be >= 4, got ",
               heavy_deg);
@@ -607,8 +845,10 @@ void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg) {
     zero_async(*p.out, st);
     return;
   }
-  if (g.index_dtype() == DType::i64) forward<int64_t>(p, warps, heavy_deg, st);
-  else forward<int32_t>(p, warps, heavy_deg, st);
+  SPGNN_CHECK(heads_per_chunk >= 0 && heads_per_chunk <= kMaxHc, InvalidArgument,
+              "gat_fused: heads_per_chunk must be in 0..", kMaxHc, ", got ", heads_per_chunk);
+  if (g.index_dtype() == DType::i64) forward<int64_t>(p, warps, heavy_deg, heads_per_chunk, st);
+  else forward<int32_t>(p, warps, heavy_deg, heads_per_chunk, st);
 }
 
 void gat_fused_backward(const GatProblem& p, int warps, bool atomic) {

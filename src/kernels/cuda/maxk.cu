@@ -1,19 +1,36 @@
 // MaxK nonlinearity (MaxK-GNN, ASPLOS'24, §3 and §5.3): the k largest values of each row of
 // x [n, F], in CBSR (values and u8/u16 columns, ascending column order), and its backward.
 //
-// One warp per row. The row is loaded once (coalesced float4) into the warp's slice of shared
-// memory as order keys (maxk_order_key: unsigned integers that sort like the floats), and the
-// warp's min and max keys bound the k-th largest value T. Pivot search: count the elements >= a
-// pivot with one ballot + popc per 32 elements; the first rounds take the pivot halfway between
-// the bounds' float values (the paper's (min + max) / 2, which converges in < 10 rounds on
-// typical rows), later rounds halve the key interval, which ends in at most 32 more rounds
-// whatever the data (outliers make value halving slow). A pivot with exactly k elements >= it
-// ends the search early; otherwise the search ends at T itself. Selection then walks the row
-// in column order once: every element > T is kept, plus the lowest-column elements == T until
-// k are kept (the deterministic tie rule), each written at its rank among the kept — so the
-// output is already in ascending column order. Global traffic is one read of x and one write of
-// the CBSR row, like an element-wise op.
-// Rows too wide for shared memory (F > 24576) re-read x from global memory (L1/L2) per round.
+// Rows of F <= 1024 (maxk_reg_kernel): one warp per row, the row held in registers, F/32 values
+// per lane (float4 loads when F % 4 == 0: lane l holds columns 128c + 4l + q), as order keys
+// (unsigned integers that sort like the floats, maxk_order_key). Warps are persistent and load
+// their next row while they select in the current one, so two rows per warp are in flight.
+// The k-th largest key T is found by a pivot search over a bracket [lo, hi] that always holds T:
+// a round counts the keys >= the pivot (one compare per register, one __reduce_add_sync), and
+// then moves the bound on the losing side to the nearest key actually present (one min/max
+// reduction), so both ends of the bracket are elements of the row. Pivots: the first rounds
+// interpolate linearly in value between the bracket's ends at the rank k wants (regula falsi,
+// with the Illinois-style halving of the step when one end moved twice in a row), later rounds
+// halve the key interval (at most 32 more, whatever the data: outliers, infinities, NaNs).
+// A pivot with exactly k keys at or above it ends the search early. Ties at T go to the lowest
+// columns (a warp prefix count of the keys == T in column order), and the kept values are
+// written at their rank among the kept (a second prefix count), so the output is already in
+// ascending column order. Global traffic: one read of x, one write of the CBSR row.
+//
+// The paper's pivot search ((min + max) / 2 in value, < 10 rounds on typical rows) was the first
+// version here, with the row in shared memory: 0.37 ms for 232,965 x 256 on the H100 (~0.65
+// TB/s; floor ~0.08 ms) and 3.3 ms for 2.1M x 256 (per round a shared-memory load, a ballot and
+// a popc per 32 elements; ~8 rounds; one row per warp at a time). This version: 0.22 ms and
+// 1.9 ms at k = 16, issue-bound (ncu: 1.08 TB/s, SMs issuing on 75% of cycles).
+// A CPU model of the search over 2,000 rows of 256 (uniform, normal, ReLU'd normal, three
+// values, one 1e20 outlier; k = 1..255) needs 1.4-3.8 rounds on average on uniform rows with
+// this rule (interpolation + Illinois + snapping to elements), 7.2-7.7 with value halving +
+// snapping, 7.8-9.4 with plain value halving (the first version); normal rows 1.0-7.8 (worst
+// k = 8..32) against 4.6-8.4 and 5.4-9.1.
+// docs/GAT_NOTES.md has the measurements.
+//
+// Wider rows (F > 1024, maxk_wide_kernel) keep the first version: the row in shared memory
+// (re-read from global memory per round when F > 24576), value halving then key halving.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -28,8 +45,13 @@ namespace spgnn::detail {
 
 namespace {
 
-// Value-halving rounds before switching to key halving (see above).
+// Wide path: value-halving rounds before switching to key halving (see above).
 constexpr int kValueRounds = 12;
+// Register path: interpolation rounds before switching to key halving; warps per block.
+constexpr int kInterpRounds = 12;
+constexpr int kRegWarps = 8;
+// Widest row of the register path (32 values per lane).
+constexpr int64_t kMaxRegF = 1024;
 constexpr unsigned kFull = 0xffffffffu;
 
 __device__ __forceinline__ uint32_t to_key(float v) {
@@ -40,9 +62,232 @@ __device__ __forceinline__ float from_key(uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k);
 }
 
+// Warp-wide unsigned min / max / sum (one REDUX instruction on sm_80+).
+__device__ __forceinline__ uint32_t warp_min(uint32_t v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_min_sync(kFull, v);
+#else
+  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+#endif
+}
+__device__ __forceinline__ uint32_t warp_max(uint32_t v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(kFull, v);
+#else
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+#endif
+}
+__device__ __forceinline__ uint32_t warp_add(uint32_t v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(kFull, v);
+#else
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+#endif
+}
+
+// ---- register path (F <= kMaxRegF) ----------------------------------------------------------
+// Register i of a lane holds column col_of(i): VW consecutive columns per load, chunk c = i / VW
+// covering 32 * VW columns. Column order is (chunk, lane, i % VW), which the tie rule and the
+// output order follow.
+template <int VW>
+__device__ __forceinline__ int col_of(int i, int lane) {
+  return (i / VW) * 32 * VW + lane * VW + i % VW;
+}
+
+// Raw float bits of the row; columns >= F get 0xffffffff, whose order key is 0, below every
+// pivot (pivots are > lo >= 0), so padding is never counted; selection masks it explicitly.
+template <int VW, int CH>
+__device__ __forceinline__ void load_row(const float* __restrict__ xr, int F, int lane,
+                                         uint32_t (&v)[VW * CH]) {
+#pragma unroll
+  for (int c = 0; c < CH; ++c) {
+    const int col0 = c * 32 * VW + lane * VW;
+    if constexpr (VW == 4) {
+      // F % 4 == 0 on this path, so a vector is wholly inside or wholly outside the row.
+      uint4 t = make_uint4(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
+      if (col0 < F) t = __ldcs(reinterpret_cast<const uint4*>(xr + col0));
+      v[4 * c] = t.x;
+      v[4 * c + 1] = t.y;
+      v[4 * c + 2] = t.z;
+      v[4 * c + 3] = t.w;
+    } else {
+      v[c] = col0 < F ? __float_as_uint(__ldcs(xr + col0)) : 0xffffffffu;
+    }
+  }
+}
+
+// rank[i] = the number of flagged registers of the warp in lower columns (column order above).
+// VW = 1: a ballot per chunk. VW = 4: each lane's count per chunk (0..4) packed into 8-bit fields
+// (a chunk totals at most 128, so fields never carry), four chunks per word, one warp scan per
+// word.
+template <int VW, int CH>
+__device__ __forceinline__ void prefix_ranks(const bool (&f)[VW * CH], int (&rank)[VW * CH],
+                                             int lane) {
+  const unsigned lt = (1u << lane) - 1u;
+  int base = 0;
+  if constexpr (VW == 1) {
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+      const unsigned m = __ballot_sync(kFull, f[c]);
+      rank[c] = base + __popc(m & lt);
+      base += __popc(m);
+    }
+  } else {
+#pragma unroll
+    for (int w = 0; w < (CH + 3) / 4; ++w) {
+      uint32_t own = 0;
+#pragma unroll
+      for (int c = 4 * w; c < CH && c < 4 * w + 4; ++c) {
+        uint32_t cnt = 0;
+#pragma unroll
+        for (int q = 0; q < VW; ++q) cnt += f[c * VW + q] ? 1u : 0u;
+        own |= cnt << (8 * (c - 4 * w));
+      }
+      uint32_t incl = own;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const uint32_t t = __shfl_up_sync(kFull, incl, d);
+        if (lane >= d) incl += t;
+      }
+      const uint32_t excl = incl - own;
+      const uint32_t total = __shfl_sync(kFull, incl, 31);
+#pragma unroll
+      for (int c = 4 * w; c < CH && c < 4 * w + 4; ++c) {
+        int run = base + static_cast<int>((excl >> (8 * (c - 4 * w))) & 0xffu);
+#pragma unroll
+        for (int q = 0; q < VW; ++q) {
+          rank[c * VW + q] = run;
+          run += f[c * VW + q] ? 1 : 0;
+        }
+        base += static_cast<int>((total >> (8 * (c - 4 * w))) & 0xffu);
+      }
+    }
+  }
+}
+
+// Top-k of one row held by the warp (v: raw bits, see load_row) into drow / irow.
+template <int VW, int CH, class IdxT>
+__device__ __forceinline__ void select_row(uint32_t (&v)[VW * CH], int F, int k, int lane,
+                                           float* __restrict__ drow, IdxT* __restrict__ irow) {
+  constexpr int N = VW * CH;
+  bool valid[N];
+  uint32_t kmin = 0xffffffffu, kmax = 0u;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    v[i] = to_key(__uint_as_float(v[i]));
+    valid[i] = col_of<VW>(i, lane) < F;
+    kmin = min(kmin, valid[i] ? v[i] : 0xffffffffu);
+    kmax = max(kmax, v[i]);
+  }
+  kmin = warp_min(kmin);
+  kmax = warp_max(kmax);
+
+  // Bracket: lo <= T <= hi, clo = count(>= lo) > k, chi = count(> hi) < k (T = k-th largest).
+  uint32_t lo = kmin, hi = kmax;
+  int clo = F, chi = 0;
+  bool exact = k == F;  // keep every key >= t_ge
+  uint32_t t_ge = kmin;
+  int side = 0, streak = 0;  // which end moved last (+1 lo, -1 hi) and how many times in a row
+  for (int round = 0; !exact && lo < hi; ++round) {
+    uint32_t p = lo + static_cast<uint32_t>((uint64_t{hi} - lo + 1) >> 1);
+    if (round < kInterpRounds) {
+      const float vlo = from_key(lo), vhi = from_key(hi);
+      // Linear in value: the pivot where count(>= pivot) would be k + 1/2.
+      float fr = __fdividef(static_cast<float>(k - chi) + 0.5f, static_cast<float>(clo - chi));
+      if (streak >= 2) fr = side > 0 ? 0.5f * fr : 1.f - 0.5f * (1.f - fr);
+      const float pv = vhi - fr * (vhi - vlo);
+      if (isfinite(pv)) {
+        const uint32_t pk = to_key(pv);
+        if (pk > lo && pk <= hi) p = pk;
+      }
+    }
+    uint32_t c = 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i) c += v[i] >= p ? 1u : 0u;
+    const int cnt = static_cast<int>(warp_add(c));
+    if (cnt == k) {
+      exact = true;
+      t_ge = p;
+      break;
+    }
+    if (cnt > k) {  // T >= p: lo = the smallest key >= p (padding keys are 0 < p)
+      uint32_t m = 0xffffffffu;
+#pragma unroll
+      for (int i = 0; i < N; ++i) m = min(m, v[i] >= p ? v[i] : 0xffffffffu);
+      lo = warp_min(m);
+      clo = cnt;
+      streak = side > 0 ? streak + 1 : 1;
+      side = 1;
+    } else {  // T < p: hi = the largest key < p (padding keys 0 never exceed a real one)
+      uint32_t m = 0u;
+#pragma unroll
+      for (int i = 0; i < N; ++i) m = max(m, v[i] < p ? v[i] : 0u);
+      hi = warp_max(m);
+      chi = cnt;
+      streak = side < 0 ? streak + 1 : 1;
+      side = -1;
+    }
+  }
+
+  bool keep[N];
+  if (exact) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) keep[i] = valid[i] && v[i] >= t_ge;
+  } else {
+    // T = lo = hi; chi keys are > T, and the k - chi lowest-column keys == T are kept.
+    const uint32_t t = lo;
+    const int eq_left = k - chi;
+    bool eq[N];
+    int eq_rank[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) eq[i] = valid[i] && v[i] == t;
+    prefix_ranks<VW, CH>(eq, eq_rank, lane);
+#pragma unroll
+    for (int i = 0; i < N; ++i) keep[i] = valid[i] && (v[i] > t || (eq[i] && eq_rank[i] < eq_left));
+  }
+  int pos[N];
+  prefix_ranks<VW, CH>(keep, pos, lane);
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (keep[i]) {
+      drow[pos[i]] = from_key(v[i]);
+      irow[pos[i]] = static_cast<IdxT>(col_of<VW>(i, lane));
+    }
+}
+
+template <int VW, int CH, class IdxT>
+__global__ void __launch_bounds__(kRegWarps * 32)
+    maxk_reg_kernel(const float* __restrict__ x, int64_t n, int F, int k,
+                    float* __restrict__ data, IdxT* __restrict__ index) {
+  constexpr int N = VW * CH;
+  const int lane = threadIdx.x & 31;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (r >= n) return;  // whole warps only
+  uint32_t cur[N];
+  load_row<VW, CH>(x + r * F, F, lane, cur);
+  for (; r < n; r += stride) {
+    uint32_t nxt[N];
+    const int64_t rn = r + stride;
+    if (rn < n) {
+      load_row<VW, CH>(x + rn * F, F, lane, nxt);  // in flight while this row is selected
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) nxt[i] = 0xffffffffu;
+    }
+    select_row<VW, CH, IdxT>(cur, F, k, lane, data + r * k, index + r * k);
+#pragma unroll
+    for (int i = 0; i < N; ++i) cur[i] = nxt[i];
+  }
+}
+
+// ---- wide path (F > kMaxRegF) ---------------------------------------------------------------
 template <class IdxT, bool kSmem, bool kVec4>
 __global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
-    maxk_kernel(const float* __restrict__ x, int64_t n, int F, int k, float* __restrict__ data,
+    maxk_wide_kernel(const float* __restrict__ x, int64_t n, int F, int k, float* __restrict__ data,
                 IdxT* __restrict__ index, int row_words) {
   extern __shared__ __align__(16) uint32_t keys_smem[];
   const int lane = threadIdx.x & 31;
@@ -154,9 +399,64 @@ __global__ void maxk_backward_kernel(const float* __restrict__ d, const IdxT* __
   }
 }
 
+// Blocks of kRegWarps warps that fit on the device at once (the persistent grid's size).
+template <class Kernel>
+int64_t resident_blocks(Kernel kernel) {
+  int dev = 0, sms = 0, per_sm = 0;
+  SPGNN_CUDA_CHECK(cudaGetDevice(&dev));
+  SPGNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  SPGNN_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kRegWarps * 32, 0));
+  return static_cast<int64_t>(std::max(per_sm, 1)) * sms;
+}
+
+template <int VW, int CH, class IdxT>
+void launch_reg(const Tensor& x, int64_t k, Tensor& data, Tensor& index, cudaStream_t st) {
+  const int64_t n = x.dim(0), F = x.dim(1);
+  auto kernel = maxk_reg_kernel<VW, CH, IdxT>;
+  static const int64_t resident = resident_blocks(kernel);  // per instantiation, first device
+  const int64_t blocks = std::min<int64_t>((n + kRegWarps - 1) / kRegWarps, resident);
+  kernel<<<static_cast<unsigned>(blocks), kRegWarps * 32, 0, st>>>(
+      x.data<float>(), n, static_cast<int>(F), static_cast<int>(k), data.data<float>(),
+      index.data<IdxT>());
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+
+// Registers per lane: float4 loads need F % 4 == 0 and a 16-byte aligned x (then every row is);
+// chunk counts are rounded up to the instantiated ones (padding costs compares, not traffic).
+// u8 columns mean F <= 256, so only those shapes are instantiated for u8.
+template <class IdxT>
+void launch_reg_path(const Tensor& x, int64_t k, Tensor& data, Tensor& index, cudaStream_t st) {
+  const int64_t F = x.dim(1);
+  const bool vec4 = F % 4 == 0 && cbsr::aligned_to(x.data<float>(), 16);
+  if constexpr (sizeof(IdxT) == 1) {
+    if (vec4) {
+      if (F <= 128) return launch_reg<4, 1, IdxT>(x, k, data, index, st);
+      return launch_reg<4, 2, IdxT>(x, k, data, index, st);
+    }
+    if (F <= 32) return launch_reg<1, 1, IdxT>(x, k, data, index, st);
+    if (F <= 64) return launch_reg<1, 2, IdxT>(x, k, data, index, st);
+    if (F <= 128) return launch_reg<1, 4, IdxT>(x, k, data, index, st);
+    return launch_reg<1, 8, IdxT>(x, k, data, index, st);
+  } else {
+    if (vec4) {
+      if (F <= 384) return launch_reg<4, 3, IdxT>(x, k, data, index, st);
+      if (F <= 512) return launch_reg<4, 4, IdxT>(x, k, data, index, st);
+      return launch_reg<4, 8, IdxT>(x, k, data, index, st);
+    }
+    if (F <= 512) return launch_reg<1, 16, IdxT>(x, k, data, index, st);
+    return launch_reg<1, 32, IdxT>(x, k, data, index, st);
+  }
+}
+
 template <class IdxT>
 void launch_maxk(const Tensor& x, int64_t k, Tensor& data, Tensor& index, cudaStream_t st) {
   const int64_t n = x.dim(0), F = x.dim(1);
+  // u8 columns hold F <= 256 and u16 F > 256 (the front door's rule), which launch_reg_path's
+  // instantiations rely on.
+  SPGNN_CHECK((sizeof(IdxT) == 1) == (F <= 256), InvalidArgument, "maxk: index dtype ",
+              sizeof(IdxT) == 1 ? "u8" : "u16", " does not match F = ", F);
+  if (F <= kMaxRegF) return launch_reg_path<IdxT>(x, k, data, index, st);
   const cbsr::BlockShape bs = cbsr::block_shape(F, 0, true);
   const int64_t blocks = (n + bs.warps - 1) / bs.warps;
   SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "maxk: too many rows for one grid (", n, ")");
@@ -170,9 +470,9 @@ void launch_maxk(const Tensor& x, int64_t k, Tensor& data, Tensor& index, cudaSt
         row_words);
     SPGNN_CUDA_CHECK_LAUNCH();
   };
-  if (!bs.smem) go(maxk_kernel<IdxT, false, false>, 0);
-  else if (vec4) go(maxk_kernel<IdxT, true, true>, bs.smem_bytes);
-  else go(maxk_kernel<IdxT, true, false>, bs.smem_bytes);
+  if (!bs.smem) go(maxk_wide_kernel<IdxT, false, false>, 0);
+  else if (vec4) go(maxk_wide_kernel<IdxT, true, true>, bs.smem_bytes);
+  else go(maxk_wide_kernel<IdxT, true, false>, bs.smem_bytes);
 }
 
 }  // namespace
