@@ -3,7 +3,8 @@
 # random, symmetrised; the real Reddit is not in ../shared/data) with synthetic features (602) and
 # labels (41), the issue's five models, spgnn vs PyG in the same run (bench/train_vs_pyg.py).
 #   SPGNN=build/spgnn  N=232965  AVG_DEGREE=246  EPOCHS=20  MODELS=gcn,gin,gat,sage,sage-maxk
-#   SKIP_PYG=1 to time spgnn only.
+#   SKIP_PYG=1 to time spgnn only; PROFILE=1 to add spgnn's phase profile of each model (separate
+#   runs after the timed ones); DEVICE=cpu runs spgnn on the host (to try the script without a GPU).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SPGNN="${SPGNN:-$ROOT/build/spgnn}"
@@ -18,5 +19,7 @@ if [ ! -f "$G.spg" ]; then
 fi
 "$SPGNN" info "$G.spg" | head -5
 extra=(); [ "${SKIP_PYG:-0}" = 1 ] && extra=(--skip-pyg)
+[ "${PROFILE:-0}" = 1 ] && extra+=(--profile)
 python3 "$ROOT/bench/train_vs_pyg.py" --spgnn "$SPGNN" --graph "$G.npy" --graph-spg "$G.spg" \
-  --epochs "${EPOCHS:-20}" --models "${MODELS:-gcn,gin,gat,sage,sage-maxk}" "${extra[@]}"
+  --epochs "${EPOCHS:-20}" --models "${MODELS:-gcn,gin,gat,sage,sage-maxk}" \
+  --device "${DEVICE:-cuda}" "${extra[@]}"

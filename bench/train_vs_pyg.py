@@ -2,11 +2,14 @@
 """Training speed of spgnn vs PyG on the same graph file and settings (full batch, ms/epoch).
 
 Usage: bench/train_vs_pyg.py --spgnn build/spgnn --graph G.npy [--features 602 --classes 41]
-       [--models gcn,gin,gat,sage,sage-maxk] [--epochs 20] [--skip-pyg]
+       [--models gcn,gin,gat,sage,sage-maxk] [--epochs 20] [--skip-pyg] [--profile]
 G.npy is an edge_index.npy ([2, E] int64, row 0 = destination, row 1 = source; `spgnn generate
 ... -o G.npy` writes one); spgnn reads the same file. Both sides get random features and labels
 of the same sizes and train the same architecture (the issue's settings below); each prints the
-median ms of a training step (forward, loss, backward, Adam) after warm-up.
+median ms of a training step (forward, loss, backward, Adam) after warm-up. sage-maxk is also
+compared with spgnn's own sage (ReLU) from the same run. --profile then reruns each spgnn model
+with `spgnn train --profile` (a separate run, so the timed one carries no profiling) and prints
+the median ms per phase.
 """
 import argparse, json, subprocess, sys, time
 
@@ -19,17 +22,44 @@ SETTINGS = {  # name: (spgnn model, layers, hidden, heads, maxk)
 }
 
 
-def run_spgnn(a, name):
+def spgnn_json(a, name, extra=()):
     model, layers, hidden, heads, maxk = SETTINGS[name]
     cmd = [a.spgnn, "train", "--model", model, "--layers", str(layers), "--hidden", str(hidden),
            "--heads", str(heads), "--maxk", str(maxk), "--dataset", a.graph_spg or a.graph,
            "--features", str(a.features), "--classes", str(a.classes), "--epochs", str(a.epochs),
-           "--eval-every", "0", "--device", "cuda", "--format", "json", "--dropout", "0.5"]
+           "--eval-every", "0", "--device", a.device, "--format", "json", "--dropout", "0.5",
+           *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return "error: " + (p.stderr.strip().splitlines() or ["?"])[-1]
-    j = json.loads(p.stdout)
-    return j["ms_per_epoch"], j["peak_gpu_bytes"]
+    return json.loads(p.stdout)
+
+
+def run_spgnn(a, name):
+    j = spgnn_json(a, name)
+    return j if isinstance(j, str) else (j["ms_per_epoch"], j["peak_gpu_bytes"])
+
+
+PHASES = [("aggregate_forward", "aggregation fwd"), ("aggregate_backward", "aggregation bwd"),
+          ("dense_gemm", "dense GEMM"), ("maxk_cbsr", "MaxK + CBSR"), ("elementwise", "elementwise"),
+          ("loss", "loss"), ("optimizer", "Adam"), ("other", "other"), ("total", "epoch")]
+
+
+def print_profiles(a, names):
+    """Median ms per phase of each spgnn model (`spgnn train --profile`), one column per model."""
+    cols = {}
+    for name in names:
+        j = spgnn_json(a, name, ("--profile",))
+        cols[name] = j if isinstance(j, str) else j["profile"]["median_ms"]
+    print(f"\nspgnn phase profile (median ms over {a.epochs} epochs, "
+          f"{'CUDA events' if a.device.startswith('cuda') else 'steady clock'}; a separate run)")
+    print(f"{'phase':<16}" + "".join(f"{n:>14}" for n in names))
+    for key, label in PHASES:
+        row = f"{label:<16}"
+        for n in names:
+            c = cols[n]
+            row += f"{c:>14}" if isinstance(c, str) else f"{c[key]:>14.2f}"
+        print(row, flush=True)
 
 
 def run_pyg(a, name, adj_mode="edge_index"):
@@ -113,16 +143,28 @@ def main():
     ap.add_argument("--models", default="gcn,gin,gat,sage,sage-maxk")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--skip-pyg", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="then print spgnn's phase profile")
+    ap.add_argument("--device", default="cuda", help="spgnn's device (PyG always runs on cuda)")
     a = ap.parse_args()
     fmt = lambda r: f"{r[0]:.2f} ms ({r[1] / 2**30:.1f} GiB)" if isinstance(r, tuple) else r
+    names = a.models.split(",")
+    unknown = [n for n in names if n not in SETTINGS]
+    if unknown:
+        ap.error(f"unknown model(s) {','.join(unknown)}; choose from {','.join(SETTINGS)}")
     print(f"{'model':<10} {'spgnn':>24} {'PyG edge_index':>24} {'PyG sparse adj_t':>24} {'speedup vs best PyG':>20}")
-    for name in a.models.split(","):
-        s = run_spgnn(a, name)
+    ours = {}
+    for name in names:
+        s = ours[name] = run_spgnn(a, name)
         pe = "skipped" if a.skip_pyg else run_pyg(a, name, "edge_index")
         ps = "skipped" if a.skip_pyg else run_pyg(a, name, "sparse")
         best = min((p for p in (pe, ps) if isinstance(p, tuple)), default=None)
         sp = f"{best[0] / s[0]:.2f}x" if isinstance(s, tuple) and best else "-"
+        relu = ours.get("sage")
+        if name == "sage-maxk" and isinstance(s, tuple) and isinstance(relu, tuple):
+            sp = f"{relu[0] / s[0]:.2f}x vs sage"
         print(f"{name:<10} {fmt(s):>24} {fmt(pe):>24} {fmt(ps):>24} {sp:>20}", flush=True)
+    if a.profile:
+        print_profiles(a, names)
 
 
 if __name__ == "__main__":

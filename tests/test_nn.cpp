@@ -1,7 +1,8 @@
 // The training engine on the CPU: dense building blocks against float64 formulas, every layer's
-// gradients against central finite differences (float64), the float32 path (spgnn's ops:
-// gspmm, gat_aggregate, maxk + CBSR) against the float64 path, whole-model gradients through
-// dropout and activations, checkpoints, dataset readers and argument checks.
+// gradients against central finite differences (float64; GIN's trainable eps too), the float32
+// path (spgnn's ops: gspmm, gat_aggregate, maxk + CBSR) against the float64 path, whole-model
+// gradients through dropout and activations (and MaxK between GAT layers), the phase profile,
+// checkpoints, dataset readers (split masks too) and argument checks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/layers_internal.hpp"
 #include "spgnn/io.hpp"
 #include "spgnn/nn/functional.hpp"
 #include "spgnn/nn/layers.hpp"
@@ -37,6 +39,26 @@ double dot(const Tensor& a, const Tensor& b) {
 Tensor poisoned(std::vector<int64_t> shape, DType dt) {
   return Tensor::full(std::move(shape), dt, NAN);
 }
+
+// GIN's eps gradient is one sum of n * F products of both signs: cancellation leaves float32
+// fewer correct digits than the tensors have, so it is compared with an absolute floor (its
+// formula is checked in float64 by finite differences; GinEpsFloat32 checks float32 without
+// cancellation).
+void expect_grad_close(const nn::Parameter& got, const nn::Parameter& want, double rel) {
+  if (got.name != "eps") {
+    EXPECT_LT(rel_error(got.grad, want.grad), rel) << "grad " << got.name;
+    return;
+  }
+  const double a = got.grad.astype(DType::f64).data<double>()[0];
+  const double b = want.grad.astype(DType::f64).data<double>()[0];
+  EXPECT_NEAR(a, b, 1e-4 * (1 + std::fabs(b))) << "grad eps";
+}
+
+// Pads transform-first aggregation widths on the host too (the GPU's rule) for a scope.
+struct ForcePadding {
+  explicit ForcePadding(bool on) { nn::detail::force_aggregation_padding(on); }
+  ~ForcePadding() { nn::detail::force_aggregation_padding(false); }
+};
 
 // ---- dense building blocks ---------------------------------------------------------------------
 
@@ -251,20 +273,167 @@ TEST(NnFunctional, ArgumentErrorsNameTheArgument) {
   EXPECT_THROW(nn::Model m(mc), InvalidArgument);
 }
 
+// ---- fused elementwise passes and scalar helpers -------------------------------------------------
+
+// dropout(act(x)) in one pass, and its backward from the output alone, against the separate
+// passes (the model's path before the fusion), on float64 and float32.
+TEST(NnFunctional, FusedActivationDropoutMatchesSeparatePasses) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    for (auto act : {nn::Activation::none, nn::Activation::relu, nn::Activation::elu}) {
+      for (double p : {0.0, 0.3}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " act " + std::to_string(int(act)) + " p " + std::to_string(p));
+        Tensor x = random_tensor({53, 7}, seed_for(300)), g = random_tensor({53, 7}, seed_for(301));
+        if (dt == DType::f64) {
+          x = x.astype(DType::f64);
+          g = g.astype(DType::f64);
+        }
+        Tensor y_ref = x.clone();
+        nn::activation_(y_ref, act);
+        const Tensor act_out = y_ref.clone();
+        y_ref = nn::dropout(y_ref, p, 77);
+        Tensor y = x.clone();
+        nn::activation_dropout_(y, act, p, 77);
+        EXPECT_EQ(rel_error(y, y_ref.astype(DType::f64)), 0.0) << "forward";
+        Tensor g_ref = g.clone();
+        nn::dropout_backward_(g_ref, p, 77);
+        nn::activation_backward_(g_ref, act_out, act);
+        Tensor g_fused = g.clone();
+        nn::activation_dropout_backward_(g_fused, y, act, p, 77);
+        EXPECT_LT(rel_error(g_fused, g_ref.astype(DType::f64)), 1e-6) << "backward";
+      }
+    }
+  }
+}
+
+TEST(NnFunctional, CopyColumnsPadsAndNarrows) {
+  Tensor a = random_tensor({5, 3}, seed_for(305));
+  Tensor wide = Tensor::full({5, 4}, DType::f32, 7.0);
+  nn::copy_columns(a, wide, 3);
+  Tensor back = poisoned({5, 3}, DType::f32);
+  nn::copy_columns(wide, back, 3);
+  EXPECT_EQ(rel_error(back, a), 0.0);
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(wide.data<float>()[i * 4 + 3], 7.f) << "column 3 kept";
+  EXPECT_THROW(nn::copy_columns(a, wide, 4), InvalidArgument);
+  Tensor rows = Tensor::empty({4, 4}, DType::f32);
+  EXPECT_THROW(nn::copy_columns(a, rows, 3), InvalidArgument);
+}
+
+TEST(NnFunctional, DotAndAddScaledUseTheScalarWhereItLives) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    Tensor a = random_tensor({301, 3}, seed_for(310)), b = random_tensor({301, 3}, seed_for(311));
+    if (dt == DType::f64) {
+      a = a.astype(DType::f64);
+      b = b.astype(DType::f64);
+    }
+    const Tensor a64 = a.astype(DType::f64), b64 = b.astype(DType::f64);
+    double ref = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) ref += a64.data<double>()[i] * b64.data<double>()[i];
+    Tensor out = Tensor::full({1}, dt, NAN);
+    nn::dot(a, b, out, 0);
+    EXPECT_NEAR(out.astype(DType::f64).data<double>()[0], ref, 1e-5 * std::fabs(ref) + 1e-9);
+    nn::dot(a, b, out, 1.0);  // accumulates
+    EXPECT_NEAR(out.astype(DType::f64).data<double>()[0], 2 * ref, 2e-5 * std::fabs(ref) + 1e-9);
+    Tensor s = Tensor::full({1}, dt, 0.25), y = b.clone();
+    nn::add_scaled_(y, a, s, 1.0);
+    const Tensor y64 = y.astype(DType::f64);
+    for (int64_t i = 0; i < y.numel(); ++i)
+      EXPECT_NEAR(y64.data<double>()[i], b64.data<double>()[i] + 1.25 * a64.data<double>()[i], 1e-6);
+  }
+  Tensor a = random_tensor({4, 2}, 1), bad = random_tensor({3, 2}, 2), out;
+  EXPECT_THROW(nn::dot(a, bad, out), InvalidArgument);
+  EXPECT_THROW(nn::add_scaled_(a, a, random_tensor({2}, 3), 1.0), InvalidArgument);
+}
+
+// ---- model plumbing: buffers, profile --------------------------------------------------------
+
+// Hidden activations live in reused buffers; the logits handed out must not change afterwards.
+TEST(NnModel, LogitsStayValidAcrossLaterForwardPasses) {
+  Graph g = random_graph(GraphKind::rmat, 40, seed_for(320), false);
+  nn::GraphContext ctx(g, Device::cpu());
+  for (ConvKind kind : {ConvKind::gcn, ConvKind::sage, ConvKind::gin, ConvKind::gat}) {
+    nn::ModelConfig mc;
+    mc.kind = kind;
+    mc.in = 6;
+    mc.hidden = 8;
+    mc.classes = 3;
+    mc.layers = 3;
+    mc.heads = 2;
+    nn::Model model(mc);
+    Tensor x = random_tensor({g.n_rows, 6}, seed_for(321));
+    const Tensor first = model.forward(ctx, x, true, 1);
+    const Tensor keep = first.clone();
+    const Tensor second = model.forward(ctx, x, true, 2);  // other dropout masks
+    EXPECT_EQ(rel_error(first, keep), 0.0) << nn::conv_name(kind);
+    EXPECT_GT(rel_error(second, keep), 0.0) << nn::conv_name(kind);
+    EXPECT_EQ(rel_error(model.forward(ctx, x, true, 1), keep), 0.0) << nn::conv_name(kind);
+  }
+}
+
+TEST(NnTrain, ProfileCoversTheEpochAndChangesNothing) {
+  const Dataset d = nn::load_dataset("builtin");
+  for (int64_t maxk : {int64_t{0}, int64_t{4}}) {
+    nn::ModelConfig mc;
+    mc.kind = ConvKind::sage;
+    mc.in = d.x.dim(1);
+    mc.classes = d.num_classes;
+    mc.hidden = 16;
+    mc.maxk = maxk;
+    nn::TrainConfig tc;
+    tc.epochs = 4;
+    nn::Model plain(mc), profiled(mc);
+    const nn::TrainResult a = nn::train(plain, d, tc);
+    tc.profile = true;
+    const nn::TrainResult b = nn::train(profiled, d, tc);
+    EXPECT_TRUE(a.profile.empty());
+    ASSERT_EQ(b.profile.size(), 4u);
+    for (size_t e = 0; e < a.history.size(); ++e)
+      EXPECT_EQ(a.history[e].loss, b.history[e].loss) << "profiling must not change training";
+    for (const nn::PhaseTimes& t : b.profile) {
+      double covered = 0;
+      for (double v : t.ms) {
+        EXPECT_GE(v, 0.0);
+        covered += v;
+      }
+      EXPECT_GT(t.total_ms, 0.0);
+      EXPECT_LE(covered, t.total_ms * (1 + 1e-9));
+      EXPECT_NEAR(covered + t.other_ms, t.total_ms, 1e-9 * t.total_ms);
+      EXPECT_GT(t[nn::Phase::aggregate_forward] + t[nn::Phase::maxk_cbsr], 0.0);
+      EXPECT_GT(t[nn::Phase::dense_gemm], 0.0);
+      EXPECT_GT(t[nn::Phase::optimizer], 0.0);
+      EXPECT_GT(t[nn::Phase::loss], 0.0);
+      if (maxk == 0) {
+        EXPECT_GT(t[nn::Phase::aggregate_backward], 0.0);
+        EXPECT_EQ(t[nn::Phase::maxk_cbsr], 0.0);
+      } else {
+        EXPECT_GT(t[nn::Phase::maxk_cbsr], 0.0);
+      }
+    }
+    EXPECT_GT(b.profile_median.total_ms, 0.0);
+  }
+  std::vector<nn::PhaseTimes> three(3);
+  three[0].total_ms = 5;
+  three[1].total_ms = 1;
+  three[2].total_ms = 3;
+  EXPECT_EQ(nn::median_phase_times(three).total_ms, 3.0);
+}
+
 // ---- layers: finite differences in float64 -------------------------------------------------------
 
 struct LayerCase {
   ConvKind kind;
   int64_t maxk;
   int64_t heads;
+  bool train_eps = false;
   std::string name() const {
-    return std::string(nn::conv_name(kind)) + (maxk ? "_maxk" : "") + (heads > 1 ? "_heads" : "");
+    return std::string(nn::conv_name(kind)) + (maxk ? "_maxk" : "") + (heads > 1 ? "_heads" : "") +
+           (train_eps ? "_train_eps" : "");
   }
 };
 std::vector<LayerCase> layer_cases() {
-  return {{ConvKind::gcn, 0, 1}, {ConvKind::sage, 0, 1}, {ConvKind::gin, 0, 1},
-          {ConvKind::gat, 0, 1}, {ConvKind::gat, 0, 3},  {ConvKind::gcn, 3, 1},
-          {ConvKind::sage, 3, 1}, {ConvKind::gin, 3, 1}};
+  return {{ConvKind::gcn, 0, 1},        {ConvKind::sage, 0, 1},       {ConvKind::gin, 0, 1},
+          {ConvKind::gat, 0, 1},        {ConvKind::gat, 0, 3},        {ConvKind::gcn, 3, 1},
+          {ConvKind::sage, 3, 1},       {ConvKind::gin, 3, 1},        {ConvKind::gin, 0, 1, true},
+          {ConvKind::gin, 3, 1, true}};
 }
 
 nn::ConvSpec spec_for(const LayerCase& c, int64_t in, int64_t out) {
@@ -275,6 +444,7 @@ nn::ConvSpec spec_for(const LayerCase& c, int64_t in, int64_t out) {
   s.heads = c.heads;
   s.maxk = c.maxk;
   s.gin_eps = 0.25;
+  s.train_eps = c.train_eps;
   s.seed = 11;
   return s;
 }
@@ -285,50 +455,54 @@ class LayerGrad : public ::testing::TestWithParam<LayerCase> {};
 TEST_P(LayerGrad, FiniteDifferencesFloat64) {
   const LayerCase c = GetParam();
   std::map<std::string, bool> seen_gradient;
-  for (GraphKind kind : {GraphKind::rmat, GraphKind::empty_rows, GraphKind::half_row}) {
-    // in < out and in > out exercise both aggregation orders.
-    for (auto [in, out] : {std::pair<int64_t, int64_t>{5, 7}, {7, 4}}) {
-      SCOPED_TRACE(c.name() + " on " + kind_name(kind) + " in=" + std::to_string(in) +
-                   " out=" + std::to_string(out));
-      Graph g = random_graph(kind, 24, seed_for(50 + int(kind)), false);
-      nn::GraphContext ctx(g, Device::cpu());
-      auto layer = nn::make_conv(spec_for(c, in, out), DType::f64, Device::cpu());
-      Tensor x = random_f64({g.n_rows, in}, seed_for(60));
-      Tensor r = random_f64({g.n_rows, layer->out_width()}, seed_for(61));
-      auto loss = [&] { return dot(layer->forward(ctx, x, false, 0), r); };
-      loss();
-      Tensor dx = layer->backward(ctx, r, true);
-      const double h = 1e-6;
-      auto check = [&](Tensor& t, const Tensor& grad, const std::string& what) {
-        ASSERT_TRUE(grad.defined()) << what;
-        ASSERT_EQ(grad.numel(), t.numel()) << what;
-        double num = 0, den = 0;
-        for (int64_t i = 0; i < t.numel(); ++i) {
-          double& v = t.data<double>()[i];
-          const double keep = v;
-          v = keep + h;
-          const double lp = loss();
-          v = keep - h;
-          const double lm = loss();
-          v = keep;
-          const double fd = (lp - lm) / (2 * h), an = grad.data<double>()[i];
-          num += (fd - an) * (fd - an);
-          den += fd * fd;
-        }
-        // A gradient can be legitimately zero on one graph: with one head, a row whose logits all
-        // sit on one side of the LeakyReLU kink ignores att_dst (softmax drops a per-row shift).
-        // Then the analytic gradient must be zero too; and across the sweep every parameter must
-        // see a non-vanishing gradient somewhere, or the check would be vacuous.
-        if (den > 1e-12) {
-          seen_gradient[what] = true;
-          EXPECT_LT(std::sqrt(num) / std::sqrt(den), 1e-6) << what;
-        } else {
-          seen_gradient.emplace(what, false);
-          EXPECT_LT(std::sqrt(num), 1e-8) << what << ": finite differences are flat here";
-        }
-      };
-      for (nn::Parameter* p : layer->parameters()) check(p->value, p->grad, "parameter " + p->name);
-      check(x, dx, "input x");
+  for (bool pad : {false, true}) {
+    // The GPU's zero-padded aggregation width (9 -> 6 aggregates at 8), forced here on the host.
+    ForcePadding padding(pad);
+    for (GraphKind kind : {GraphKind::rmat, GraphKind::empty_rows, GraphKind::half_row}) {
+      // in < out and in > out exercise both aggregation orders.
+      for (auto [in, out] : {std::pair<int64_t, int64_t>{5, 7}, {7, 4}, {9, 6}}) {
+        SCOPED_TRACE(c.name() + " on " + kind_name(kind) + " in=" + std::to_string(in) +
+                     " out=" + std::to_string(out) + (pad ? " padded" : ""));
+        Graph g = random_graph(kind, 24, seed_for(50 + int(kind)), false);
+        nn::GraphContext ctx(g, Device::cpu());
+        auto layer = nn::make_conv(spec_for(c, in, out), DType::f64, Device::cpu());
+        Tensor x = random_f64({g.n_rows, in}, seed_for(60));
+        Tensor r = random_f64({g.n_rows, layer->out_width()}, seed_for(61));
+        auto loss = [&] { return dot(layer->forward(ctx, x, false, 0), r); };
+        loss();
+        Tensor dx = layer->backward(ctx, r, true);
+        const double h = 1e-6;
+        auto check = [&](Tensor& t, const Tensor& grad, const std::string& what) {
+          ASSERT_TRUE(grad.defined()) << what;
+          ASSERT_EQ(grad.numel(), t.numel()) << what;
+          double num = 0, den = 0;
+          for (int64_t i = 0; i < t.numel(); ++i) {
+            double& v = t.data<double>()[i];
+            const double keep = v;
+            v = keep + h;
+            const double lp = loss();
+            v = keep - h;
+            const double lm = loss();
+            v = keep;
+            const double fd = (lp - lm) / (2 * h), an = grad.data<double>()[i];
+            num += (fd - an) * (fd - an);
+            den += fd * fd;
+          }
+          // A gradient can be legitimately zero on one graph: with one head, a row whose logits all
+          // sit on one side of the LeakyReLU kink ignores att_dst (softmax drops a per-row shift).
+          // Then the analytic gradient must be zero too; and across the sweep every parameter must
+          // see a non-vanishing gradient somewhere, or the check would be vacuous.
+          if (den > 1e-12) {
+            seen_gradient[what] = true;
+            EXPECT_LT(std::sqrt(num) / std::sqrt(den), 1e-6) << what;
+          } else {
+            seen_gradient.emplace(what, false);
+            EXPECT_LT(std::sqrt(num), 1e-8) << what << ": finite differences are flat here";
+          }
+        };
+        for (nn::Parameter* p : layer->parameters()) check(p->value, p->grad, "parameter " + p->name);
+        check(x, dx, "input x");
+      }
     }
   }
   for (const auto& [what, seen] : seen_gradient)
@@ -351,20 +525,53 @@ TEST_P(LayerF32, MatchesTheFloat64Path) {
       auto l64 = nn::make_conv(spec_for(c, in, out), DType::f64, Device::cpu());
       Tensor x = random_tensor({g.n_rows, in}, seed_for(80));
       Tensor r = random_tensor({g.n_rows, l32->out_width()}, seed_for(81));
-      Tensor y32 = l32->forward(c32, x, false, 0);
+      // float32 on the GPU's padded widths, float64 on the plain ones.
+      Tensor y32, d32;
+      {
+        ForcePadding padding(true);
+        y32 = l32->forward(c32, x, false, 0);
+        d32 = l32->backward(c32, r, true);
+      }
       Tensor y64 = l64->forward(c64, x.astype(DType::f64), false, 0);
       EXPECT_LT(rel_error(y32, y64), 1e-5) << "forward";
-      Tensor d32 = l32->backward(c32, r, true);
       Tensor d64 = l64->backward(c64, r.astype(DType::f64), true);
       EXPECT_LT(rel_error(d32, d64), 1e-5) << "grad x";
       auto p32 = l32->parameters(), p64 = l64->parameters();
-      for (size_t i = 0; i < p32.size(); ++i)
-        EXPECT_LT(rel_error(p32[i]->grad, p64[i]->grad), 1e-5) << "grad " << p32[i]->name;
+      for (size_t i = 0; i < p32.size(); ++i) expect_grad_close(*p32[i], *p64[i], 1e-5);
     }
   }
 }
 INSTANTIATE_TEST_SUITE_P(Layers, LayerF32, ::testing::ValuesIn(layer_cases()),
                          [](const auto& pinfo) { return pinfo.param.name(); });
+
+// eps's gradient in float32 against float64 where every product in its sum is positive (inputs,
+// weights and the upstream gradient >= 0): no cancellation, so the full float32 precision holds.
+TEST(GinEpsFloat32, MatchesFloat64WithoutCancellation) {
+  for (int64_t maxk : {int64_t{0}, int64_t{3}}) {
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{13, 6}, {5, 9}}) {
+      SCOPED_TRACE("maxk " + std::to_string(maxk) + " in=" + std::to_string(in) + " out=" + std::to_string(out));
+      Graph g = random_graph(GraphKind::rmat, 300, seed_for(330), false);
+      nn::GraphContext c32(g, Device::cpu()), c64(g, Device::cpu());
+      nn::ConvSpec s = spec_for(LayerCase{ConvKind::gin, maxk, 1, true}, in, out);
+      auto l32 = nn::make_conv(s, DType::f32, Device::cpu());
+      auto l64 = nn::make_conv(s, DType::f64, Device::cpu());
+      auto p32 = l32->parameters(), p64 = l64->parameters();
+      for (size_t i = 0; i < p32.size(); ++i) {
+        if (p32[i]->name == "eps") continue;
+        p32[i]->value = random_tensor(p32[i]->value.shape(), seed_for(331 + i), 0.f, 1.f);
+        p64[i]->value = p32[i]->value.astype(DType::f64);
+      }
+      Tensor x = random_tensor({g.n_rows, in}, seed_for(340), 0.f, 1.f);
+      Tensor r = random_tensor({g.n_rows, out}, seed_for(341), 0.f, 1.f);
+      l32->forward(c32, x, false, 0);
+      l64->forward(c64, x.astype(DType::f64), false, 0);
+      l32->backward(c32, r, true);
+      l64->backward(c64, r.astype(DType::f64), true);
+      EXPECT_EQ(p32.back()->name, "eps");
+      EXPECT_LT(rel_error(p32.back()->grad, p64.back()->grad), 1e-5);
+    }
+  }
+}
 
 // ---- whole models --------------------------------------------------------------------------------
 
@@ -373,59 +580,67 @@ class ModelGrad : public ::testing::TestWithParam<LayerCase> {};
 // layers: checks the model's plumbing (dropout and activation backward, layer order).
 TEST_P(ModelGrad, FiniteDifferencesThroughDropoutAndActivations) {
   const LayerCase c = GetParam();
-  Graph g = random_graph(GraphKind::rmat, 30, seed_for(90), false);
-  nn::GraphContext ctx(g, Device::cpu());
-  nn::ModelConfig mc;
-  mc.kind = c.kind;
-  mc.in = 6;
-  mc.hidden = 5;
-  mc.classes = 3;
-  mc.layers = 3;
-  mc.heads = 2;
-  mc.maxk = c.maxk;
-  mc.dropout = 0.3;
-  mc.attn_dropout = 0;
-  nn::Model model(mc, DType::f64);
-  // Random biases too: zero biases put ReLU inputs exactly on the kink for rows whose features
-  // were all dropped, where a finite difference measures half a slope.
-  uint64_t salt = 0;
-  for (nn::Parameter* p : model.parameters()) p->value = random_f64(p->value.shape(), seed_for(200 + salt++));
-  Tensor x = random_f64({g.n_rows, 6}, seed_for(91));
-  std::vector<int64_t> yv, iv;
-  for (int64_t i = 0; i < g.n_rows; ++i) {
-    yv.push_back(i % 3);
-    if (i % 2 == 0) iv.push_back(i);
-  }
-  Tensor y = Tensor::from_vector(yv), idx = Tensor::from_vector(iv);
-  auto loss = [&] { return nn::log_softmax_nll(model.forward(ctx, x, true, 5), y, idx, nullptr); };
-  Tensor grad;
-  nn::log_softmax_nll(model.forward(ctx, x, true, 5), y, idx, &grad);
-  model.backward(ctx, grad);
-  const double h = 1e-6;
-  for (nn::Parameter* p : model.parameters()) {
-    Tensor an = p->grad.clone();
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < p->value.numel(); ++i) {
-      double& v = p->value.data<double>()[i];
-      const double keep = v;
-      v = keep + h;
-      const double lp = loss();
-      v = keep - h;
-      const double lm = loss();
-      v = keep;
-      const double fd = (lp - lm) / (2 * h);
-      num += (fd - an.data<double>()[i]) * (fd - an.data<double>()[i]);
-      den += fd * fd;
+  for (bool pad : {false, true}) {
+    SCOPED_TRACE(pad ? "padded aggregation widths" : "plain widths");
+    ForcePadding padding(pad);
+    Graph g = random_graph(GraphKind::rmat, 30, seed_for(90), false);
+    nn::GraphContext ctx(g, Device::cpu());
+    nn::ModelConfig mc;
+    mc.kind = c.kind;
+    mc.in = 6;
+    mc.hidden = 5;
+    mc.classes = 3;
+    mc.layers = 3;
+    mc.heads = 2;
+    mc.maxk = c.maxk;
+    mc.train_eps = c.train_eps;
+    mc.dropout = 0.3;
+    mc.attn_dropout = 0;
+    nn::Model model(mc, DType::f64);
+    // Random biases too: zero biases put ReLU inputs exactly on the kink for rows whose features
+    // were all dropped, where a finite difference measures half a slope.
+    uint64_t salt = 0;
+    for (nn::Parameter* p : model.parameters()) p->value = random_f64(p->value.shape(), seed_for(200 + salt++));
+    Tensor x = random_f64({g.n_rows, 6}, seed_for(91));
+    std::vector<int64_t> yv, iv;
+    for (int64_t i = 0; i < g.n_rows; ++i) {
+      yv.push_back(i % 3);
+      if (i % 2 == 0) iv.push_back(i);
     }
-    // A floor on the scale: a gradient that is zero up to rounding (e.g. GAT's destination
-    // attention when LeakyReLU keeps every score of a row on one side) has no relative error.
-    EXPECT_LT(std::sqrt(num) / std::max(std::sqrt(den), 1e-4), 1e-5) << c.name() << " " << p->name;
+    Tensor y = Tensor::from_vector(yv), idx = Tensor::from_vector(iv);
+    auto loss = [&] { return nn::log_softmax_nll(model.forward(ctx, x, true, 5), y, idx, nullptr); };
+    Tensor grad;
+    nn::log_softmax_nll(model.forward(ctx, x, true, 5), y, idx, &grad);
+    model.backward(ctx, grad);
+    const double h = 1e-6;
+    for (nn::Parameter* p : model.parameters()) {
+      Tensor an = p->grad.clone();
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < p->value.numel(); ++i) {
+        double& v = p->value.data<double>()[i];
+        const double keep = v;
+        v = keep + h;
+        const double lp = loss();
+        v = keep - h;
+        const double lm = loss();
+        v = keep;
+        const double fd = (lp - lm) / (2 * h);
+        num += (fd - an.data<double>()[i]) * (fd - an.data<double>()[i]);
+        den += fd * fd;
+      }
+      // A floor on the scale: a gradient that is zero up to rounding (e.g. GAT's destination
+      // attention when LeakyReLU keeps every score of a row on one side) has no relative error.
+      EXPECT_LT(std::sqrt(num) / std::max(std::sqrt(den), 1e-4), 1e-5) << c.name() << " " << p->name;
+    }
   }
 }
 INSTANTIATE_TEST_SUITE_P(Models, ModelGrad,
                          ::testing::Values(LayerCase{ConvKind::gcn, 0, 1}, LayerCase{ConvKind::sage, 0, 1},
                                            LayerCase{ConvKind::gin, 0, 1}, LayerCase{ConvKind::gat, 0, 2},
-                                           LayerCase{ConvKind::sage, 2, 1}),
+                                           LayerCase{ConvKind::sage, 2, 1},
+                                           LayerCase{ConvKind::gin, 2, 1, true},
+                                           // MaxK as the nonlinearity between GAT layers
+                                           LayerCase{ConvKind::gat, 3, 2}),
                          [](const auto& pinfo) { return pinfo.param.name(); });
 
 std::string temp_path(const std::string& name) {
@@ -512,6 +727,93 @@ TEST(NnDataset, GraphFilesGetSyntheticFeaturesAndBuiltinIsLabelled) {
   Dataset b = nn::load_dataset("builtin");
   nn::check_dataset(b);
   EXPECT_GE(b.num_classes, 2);
+}
+
+
+TEST(NnCheckpoint, TrainableEpsIsPartOfTheModel) {
+  nn::ModelConfig mc;
+  mc.kind = ConvKind::gin;
+  mc.in = 5;
+  mc.classes = 3;
+  mc.train_eps = true;
+  nn::Model a(mc);
+  a.parameters().back()->value.fill_(0.75);  // the last layer's eps
+  const std::string path = temp_path("gin_eps.ckpt");
+  a.save(path);
+  EXPECT_TRUE(nn::Model::read_config(path).train_eps);
+  nn::Model b(mc);
+  b.load(path);
+  EXPECT_EQ(b.parameters().back()->name, "eps");
+  EXPECT_DOUBLE_EQ(b.parameters().back()->value.data<float>()[0], 0.75);
+  mc.train_eps = false;
+  nn::Model c(mc);
+  EXPECT_THROW(c.load(path), InvalidArgument);
+  std::remove(path.c_str());
+  mc.kind = ConvKind::gcn;
+  mc.train_eps = true;
+  EXPECT_THROW(nn::Model m(mc), InvalidArgument);
+}
+
+// A 1-D .npy of one-byte values with the given descr (numpy's v1.0 layout, header padded to 64).
+std::string mask_npy(const std::string& descr, const std::vector<uint8_t>& v) {
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" +
+                     std::to_string(v.size()) + ",), }";
+  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
+  dict += '\n';
+  std::string out = "\x93NUMPY";
+  out += char(1);
+  out += char(0);
+  out += char(dict.size() & 0xff);
+  out += char(dict.size() >> 8);
+  out += dict;
+  out.append(reinterpret_cast<const char*>(v.data()), v.size());
+  return out;
+}
+
+TEST(NnDataset, SplitMasksAsAnAlternativeToIndexFiles) {
+  const std::string dir = temp_path("masks");
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  Dataset src = nn::load_dataset("builtin");
+  const int64_t n = src.graph.n_rows;
+  src.train_idx = src.val_idx = src.test_idx = Tensor();
+  write_dataset_dir(src, dir);
+  std::vector<uint8_t> train(size_t(n), 0), val(size_t(n), 0), test(size_t(n), 0);
+  for (int64_t i = 0; i < n; ++i) (i % 5 == 0 ? val : i % 5 == 1 ? test : train)[size_t(i)] = 1;
+  write_text(dir + "/train_mask.npy", mask_npy("|b1", train));
+  write_text(dir + "/val_mask.npy", mask_npy("|u1", val));
+  write_text(dir + "/test_mask.npy", mask_npy("|b1", test));
+  Dataset d = nn::load_dataset(dir);
+  nn::check_dataset(d);
+  EXPECT_EQ(d.train_idx.numel() + d.val_idx.numel() + d.test_idx.numel(), n);
+  EXPECT_EQ(d.val_idx.data<int64_t>()[1], 5);
+  EXPECT_EQ(d.test_idx.data<int64_t>()[0], 1);
+  auto expect_error = [&](const std::string& what) {
+    try {
+      nn::load_dataset(dir);
+      ADD_FAILURE() << "expected an error mentioning '" << what << "'";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  std::vector<uint8_t> shorter(train.begin(), train.end() - 1);
+  write_text(dir + "/train_mask.npy", mask_npy("|b1", shorter));
+  expect_error("entries, but the dataset has n = " + std::to_string(n));
+  write_text(dir + "/train_mask.npy", mask_npy("<f4", train));
+  expect_error("bool or uint8");
+  std::vector<uint8_t> two = train;
+  two[7] = 2;
+  write_text(dir + "/train_mask.npy", mask_npy("|u1", two));
+  expect_error("entry 7 is 2");
+  std::vector<uint8_t> overlap = train;
+  overlap[0] = 1;  // vertex 0 is in val
+  write_text(dir + "/train_mask.npy", mask_npy("|b1", overlap));
+  expect_error("vertex 0 is in both");
+  write_text(dir + "/train_mask.npy", mask_npy("|b1", std::vector<uint8_t>(size_t(n), 0)));
+  expect_error("selects no vertex");
+  write_text(dir + "/train_mask.npy", mask_npy("|b1", train));
+  write_npy(Tensor::from_vector<int64_t>({2, 3}), dir + "/train_idx.npy");
+  expect_error("keep one");
+  ASSERT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ struct RunSpec {
   int64_t hidden = 16, layers = 2, heads = 8, maxk = 0, epochs = 200;
   double dropout = 0.5, lr = 0.01, weight_decay = 5e-4;
   bool normalize = true;
+  bool train_eps = false;
 };
 
 double train_once(const Dataset& d, const RunSpec& r, uint64_t seed) {
@@ -36,6 +37,7 @@ double train_once(const Dataset& d, const RunSpec& r, uint64_t seed) {
   mc.layers = r.layers;
   mc.heads = r.heads;
   mc.maxk = r.maxk;
+  mc.train_eps = r.train_eps;
   mc.dropout = r.dropout;
   mc.seed = seed;
   nn::Model model(mc);
@@ -102,9 +104,13 @@ TEST(TrainBuiltin, EveryModelBeatsChanceByFar) {
   RunSpec gcn_maxk = gcn;
   gcn_maxk.hidden = 32;
   gcn_maxk.maxk = 8;
+  RunSpec gin_eps = gin, gat_maxk = gat;
+  gin_eps.train_eps = true;
+  gat_maxk.maxk = 8;  // of 4 heads x 8
   for (const Case& c : {Case{"gcn", gcn, 0.85}, Case{"sage", sage, 0.8}, Case{"gin", gin, 0.75},
                         Case{"gat", gat, 0.8}, Case{"gcn+maxk", gcn_maxk, 0.8},
-                        Case{"sage+maxk", sage_maxk, 0.75}, Case{"gin+maxk", gin_maxk, 0.7}}) {
+                        Case{"sage+maxk", sage_maxk, 0.75}, Case{"gin+maxk", gin_maxk, 0.7},
+                        Case{"gin, trainable eps", gin_eps, 0.75}, Case{"gat+maxk", gat_maxk, 0.8}}) {
     const double acc = train_once(d, c.run, seed_for(7));
     std::cerr << c.name << ": test accuracy " << acc << "\n";
     EXPECT_GE(acc, c.min_acc) << c.name;
@@ -167,7 +173,30 @@ TEST(TrainCli, JsonOutputCheckpointsAndErrors) {
   out = run_cli("train --model gcn --dataset builtin --maxk 99 --hidden 16 --device cpu", &rc);
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("maxk"), std::string::npos) << out;
+  out = run_cli("train --model gcn --dataset builtin --train-eps --epochs 1 --device cpu", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("gin only"), std::string::npos) << out;
   std::remove(ckpt.c_str());
+}
+
+// --profile: the phase table (and its JSON form) after training; trainable eps and GAT + MaxK
+// reach the CLI.
+TEST(TrainCli, ProfileTableAndJson) {
+  int rc = 0;
+  std::string out = run_cli("train --model sage --dataset builtin --epochs 5 --device cpu --profile", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  for (const char* row : {"profile", "aggregation forward", "aggregation backward", "dense GEMM",
+                          "elementwise", "optimizer (Adam)", "other (host, gaps)", "epoch"})
+    EXPECT_NE(out.find(row), std::string::npos) << row << " missing in " << out;
+  out = run_cli("train --model gin --train-eps --maxk 4 --hidden 16 --dataset builtin --epochs 5 "
+                "--device cpu --profile --format json", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  for (const char* key : {"\"profile\"", "\"median_ms\"", "\"maxk_cbsr\"", "\"other\"",
+                          "\"total\"", "\"train_eps\": true"})
+    EXPECT_NE(out.find(key), std::string::npos) << key << " missing in " << out;
+  out = run_cli("train --model gat --maxk 4 --hidden 4 --heads 2 --dataset builtin --epochs 3 --device cpu", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("gat+maxk"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Datasets for training: the built-in planted partition, dataset directories, OGB raw
-// directories and any graph with synthetic features and labels.
+// Datasets for training: the built-in planted partition, dataset directories (splits as index
+// files or masks), OGB raw directories and any graph with synthetic features and labels.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -80,6 +80,123 @@ Csv read_csv_numbers(const std::string& path, int64_t width) {
     p = eol + 1;
   }
   return out;
+}
+
+// First of dir/name, dir/name.gz, dir/name.zst that exists, or "" (io's rule for dataset files).
+std::string find_file(const std::string& dir, const std::string& name) {
+  for (const char* z : {"", ".gz", ".zst"})
+    if (exists(dir + "/" + name + z)) return dir + "/" + name + z;
+  return "";
+}
+
+// The value of `key` in a .npy header dict, as the raw text up to the next top-level comma.
+std::string header_field(const std::string& h, const std::string& key, const std::string& path) {
+  const size_t k = h.find("'" + key + "'");
+  SPGNN_CHECK(k != std::string::npos, FormatError, path, ": the .npy header has no '", key, "'");
+  size_t p = h.find(':', k);
+  SPGNN_CHECK(p != std::string::npos, FormatError, path, ": malformed .npy header");
+  ++p;
+  while (p < h.size() && h[p] == ' ') ++p;
+  size_t e = p;
+  if (p < h.size() && (h[p] == '\'' || h[p] == '"')) {
+    e = h.find(h[p], p + 1);
+    SPGNN_CHECK(e != std::string::npos, FormatError, path, ": malformed .npy header");
+    return h.substr(p + 1, e - p - 1);
+  }
+  if (p < h.size() && h[p] == '(') {
+    e = h.find(')', p);
+    SPGNN_CHECK(e != std::string::npos, FormatError, path, ": malformed .npy header");
+    return h.substr(p, e - p + 1);
+  }
+  while (e < h.size() && h[e] != ',' && h[e] != '}') ++e;
+  return h.substr(p, e - p);
+}
+
+// A split mask: a 1-D .npy of n bool ('|b1') or uint8 values, each 0 or 1; returns the ids of
+// the set entries. Parsed here rather than by io::read_npy, which refuses bool arrays (a bool is
+// not a number there); only these two one-byte dtypes are accepted, so the layout is fixed.
+Tensor read_mask(const std::string& path, int64_t n) {
+  const std::string buf = read_file_decompressed(path);
+  SPGNN_CHECK(buf.size() >= 10 && buf.compare(0, 6, "\x93NUMPY") == 0, FormatError, path,
+              ": not a .npy file (bad magic)");
+  const unsigned major = static_cast<unsigned char>(buf[6]);
+  size_t hlen = 0, off = 0;
+  if (major == 1) {
+    hlen = size_t(static_cast<unsigned char>(buf[8])) | size_t(static_cast<unsigned char>(buf[9])) << 8;
+    off = 10;
+  } else if ((major == 2 || major == 3) && buf.size() >= 12) {
+    for (int b = 0; b < 4; ++b) hlen |= size_t(static_cast<unsigned char>(buf[size_t(8 + b)])) << (8 * b);
+    off = 12;
+  } else {
+    throw FormatError(path + ": unsupported .npy format version " + std::to_string(major));
+  }
+  SPGNN_CHECK(off + hlen <= buf.size(), FormatError, path, ": the .npy header is truncated");
+  const std::string h = buf.substr(off, hlen);
+  std::string descr = header_field(h, "descr", path);
+  const std::string code = !descr.empty() && std::strchr("<>|=", descr[0]) ? descr.substr(1) : descr;
+  SPGNN_CHECK(code == "b1" || code == "u1", FormatError, path, ": a split mask must be bool or "
+              "uint8, found dtype '", descr, "'");
+  const std::string shape = header_field(h, "shape", path);
+  std::vector<int64_t> dims;
+  for (size_t p = 1; p < shape.size();) {
+    while (p < shape.size() && (shape[p] == ' ' || shape[p] == ',')) ++p;
+    if (p >= shape.size() || shape[p] == ')') break;
+    char* stop = nullptr;
+    const long long v = std::strtoll(shape.c_str() + p, &stop, 10);
+    SPGNN_CHECK(stop != shape.c_str() + p, FormatError, path, ": malformed shape ", shape);
+    dims.push_back(v);
+    p = size_t(stop - shape.c_str());
+  }
+  SPGNN_CHECK(dims.size() == 1, FormatError, path, ": a split mask must be 1-D [n], found shape ",
+              shape);
+  SPGNN_CHECK(dims[0] == n, FormatError, path, ": the mask has ", dims[0],
+              " entries, but the dataset has n = ", n, " vertices");
+  SPGNN_CHECK(buf.size() - off - hlen >= size_t(n), FormatError, path, ": the data is truncated (",
+              buf.size() - off - hlen, " bytes for ", n, " entries)");
+  const unsigned char* v = reinterpret_cast<const unsigned char*>(buf.data() + off + hlen);
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < n; ++i) {
+    SPGNN_CHECK(v[i] <= 1, FormatError, path, ": entry ", i, " is ", int(v[i]),
+                " (a mask holds 0 or 1)");
+    if (v[i]) ids.push_back(i);
+  }
+  return ids.empty() ? Tensor::empty({0}, DType::i64) : Tensor::from_vector(ids);
+}
+
+// train/val/test_mask.npy in a dataset directory, as an alternative to *_idx.npy: each split
+// given by a mask must select someone, and no vertex may be in two splits.
+void read_mask_splits(const std::string& dir, Dataset& d) {
+  const int64_t n = d.graph.n_rows;
+  struct Split {
+    const char* name;
+    Tensor* idx;
+    std::string mask;
+  };
+  Split splits[] = {{"train", &d.train_idx, ""}, {"val", &d.val_idx, ""}, {"test", &d.test_idx, ""}};
+  bool any = false;
+  for (Split& s : splits) {
+    s.mask = find_file(dir, std::string(s.name) + "_mask.npy");
+    if (s.mask.empty()) continue;
+    SPGNN_CHECK(!s.idx->defined(), FormatError, dir, ": both ", s.name, "_idx.npy and ", s.name,
+                "_mask.npy are present; keep one of them");
+    *s.idx = read_mask(s.mask, n);
+    SPGNN_CHECK(s.idx->numel() > 0, FormatError, s.mask, ": the ", s.name,
+                " mask selects no vertex");
+    any = true;
+  }
+  if (!any) return;
+  std::vector<int8_t> owner(static_cast<size_t>(n), -1);
+  for (int k = 0; k < 3; ++k) {
+    if (!splits[k].idx->defined()) continue;
+    const int64_t* p = splits[k].idx->data<int64_t>();
+    for (int64_t i = 0; i < splits[k].idx->numel(); ++i) {
+      if (p[i] < 0 || p[i] >= n) continue;  // check_dataset names index files out of range
+      int8_t& o = owner[size_t(p[i])];
+      SPGNN_CHECK(o < 0 || o == k, FormatError, dir, ": vertex ", p[i], " is in both the ",
+                  splits[o].name, " and the ", splits[k].name, " split (masks must not overlap)");
+      o = int8_t(k);
+    }
+  }
 }
 
 Tensor index_tensor(const Csv& c, int64_t n, const std::string& path) {
@@ -262,12 +379,13 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
   Dataset d;
   if (is_dir(spec)) {
     d = read_dataset_dir(spec, ro);
+    read_mask_splits(spec, d);
     const bool has_labels = d.y.defined() && d.train_idx.defined() && d.val_idx.defined() &&
                             d.test_idx.defined();
     if (d.x.defined() && has_labels) return d;
     SPGNN_CHECK(!d.x.defined() && !d.y.defined(), FormatError, spec,
-                ": the dataset has features or labels but not all of x.npy, y.npy, "
-                "train_idx.npy, val_idx.npy and test_idx.npy");
+                ": the dataset has features or labels but not all of x.npy, y.npy and the "
+                "train/val/test splits (*_idx.npy or *_mask.npy)");
   } else {
     d.graph = read_graph(spec, ro);
   }

@@ -3,12 +3,14 @@
 #include "spgnn/nn/functional.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <random>
 #include <string>
 
 #include "nn/nn_cuda.hpp"
 #include "nn/nn_hash.hpp"
+#include "nn/profile.hpp"
 
 #include <omp.h>
 
@@ -143,8 +145,16 @@ void by_dtype(const Tensor& t, Fn&& fn) {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+}  // namespace
+
+void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
+bool allow_tf32() { return g_allow_tf32; }
+
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double beta) {
   constexpr const char* kFn = "nn::gemm";
+  detail::ProfileScope prof(Phase::dense_gemm);
   check_defined(a, kFn, "a");
   check_defined(b, kFn, "b");
   check_2d(a, kFn, "a");
@@ -171,7 +181,7 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& 
   }
   if (on_gpu(a)) {
     detail::cuda_gemm(ptr<float>(a), trans_a, ptr<float>(b), trans_b, ptr<float>(c), m, n, k,
-                      static_cast<float>(beta));
+                      static_cast<float>(beta), g_allow_tf32);
     return;
   }
   by_dtype(a, [&](auto z) {
@@ -192,6 +202,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 
 void add_bias_(Tensor& x, const Tensor& bias) {
   constexpr const char* kFn = "nn::add_bias_";
+  detail::ProfileScope prof(Phase::elementwise);
   check_defined(x, kFn, "x");
   check_defined(bias, kFn, "bias");
   check_2d(x, kFn, "x");
@@ -212,6 +223,7 @@ void add_bias_(Tensor& x, const Tensor& bias) {
 
 void column_sum(const Tensor& x, Tensor& out, double beta) {
   constexpr const char* kFn = "nn::column_sum";
+  detail::ProfileScope prof(Phase::elementwise);
   check_defined(x, kFn, "x");
   check_2d(x, kFn, "x");
   const int64_t rows = x.dim(0), cols = x.dim(1);
@@ -238,6 +250,7 @@ void column_sum(const Tensor& x, Tensor& out, double beta) {
 
 void axpy_(Tensor& y, double alpha, const Tensor& x) {
   constexpr const char* kFn = "nn::axpy_";
+  detail::ProfileScope prof(Phase::elementwise);
   check_defined(y, kFn, "y");
   check_defined(x, kFn, "x");
   check_same(y, x, kFn, "y", "x");
@@ -253,8 +266,91 @@ void axpy_(Tensor& y, double alpha, const Tensor& x) {
   });
 }
 
+namespace {
+void check_scalar(const Tensor& s, const Tensor& like, const char* fn, const char* arg) {
+  check_defined(s, fn, arg);
+  check_same(like, s, fn, "x", arg);
+  SPGNN_CHECK(s.numel() == 1, InvalidArgument, fn, ": '", arg, "' must hold one value, got shape ",
+              s.shape_str());
+}
+}  // namespace
+
+void copy_columns(const Tensor& src, Tensor& dst, int64_t cols) {
+  constexpr const char* kFn = "nn::copy_columns";
+  check_defined(src, kFn, "src");
+  check_defined(dst, kFn, "dst");
+  check_2d(src, kFn, "src");
+  check_2d(dst, kFn, "dst");
+  check_same(src, dst, kFn, "src", "dst");
+  SPGNN_CHECK(src.dim(0) == dst.dim(0) && cols >= 0 && cols <= src.dim(1) && cols <= dst.dim(1),
+              InvalidArgument, kFn, ": cannot copy ", cols, " columns from ", src.shape_str(),
+              " to ", dst.shape_str());
+  detail::ProfileScope prof(Phase::elementwise);
+  const int64_t rows = src.dim(0), ls = src.dim(1), ld = dst.dim(1);
+  if (on_gpu(src))
+    return detail::cuda_copy_columns(ptr<float>(src), ls, ptr<float>(dst), ld, rows, cols);
+  by_dtype(src, [&](auto z) {
+    using T = decltype(z);
+    const T* ps = ptr<T>(src);
+    T* pd = ptr<T>(dst);
+    for_each<T>(rows * cols, [&](int64_t t) {
+      const int64_t i = t / cols, j = t - i * cols;
+      pd[i * ld + j] = ps[i * ls + j];
+    });
+  });
+}
+
+void add_scaled_(Tensor& y, const Tensor& x, const Tensor& s, double offset) {
+  constexpr const char* kFn = "nn::add_scaled_";
+  check_defined(y, kFn, "y");
+  check_defined(x, kFn, "x");
+  check_same(y, x, kFn, "y", "x");
+  check_scalar(s, x, kFn, "s");
+  SPGNN_CHECK(y.numel() == x.numel(), InvalidArgument, kFn, ": 'x' has shape ", x.shape_str(),
+              " but 'y' has shape ", y.shape_str());
+  detail::ProfileScope prof(Phase::elementwise);
+  const int64_t n = y.numel();
+  if (on_gpu(y))
+    return detail::cuda_add_scaled(ptr<float>(y), ptr<float>(x), ptr<float>(s), float(offset), n);
+  by_dtype(y, [&](auto z) {
+    using T = decltype(z);
+    const T a = T(offset + double(ptr<T>(s)[0]));
+    T* py = ptr<T>(y);
+    const T* px = ptr<T>(x);
+    for_each<T>(n, [&](int64_t i) { py[i] += a * px[i]; });
+  });
+}
+
+void dot(const Tensor& a, const Tensor& b, Tensor& out, double beta) {
+  constexpr const char* kFn = "nn::dot";
+  check_defined(a, kFn, "a");
+  check_defined(b, kFn, "b");
+  check_same(a, b, kFn, "a", "b");
+  SPGNN_CHECK(a.numel() == b.numel(), InvalidArgument, kFn, ": 'a' has shape ", a.shape_str(),
+              " but 'b' has shape ", b.shape_str());
+  if (!out.defined()) {
+    SPGNN_CHECK(beta == 0, InvalidArgument, kFn, ": 'out' is undefined but beta = ", beta);
+    out = Tensor::empty({1}, a.dtype(), a.device());
+  }
+  check_scalar(out, a, kFn, "out");
+  detail::ProfileScope prof(Phase::elementwise);
+  const int64_t n = a.numel();
+  if (on_gpu(a)) return detail::cuda_dot(ptr<float>(a), ptr<float>(b), n, ptr<float>(out), float(beta));
+  by_dtype(a, [&](auto z) {
+    using T = decltype(z);
+    const T* pa = ptr<T>(a);
+    const T* pb = ptr<T>(b);
+    double acc = 0;
+#pragma omp parallel for reduction(+ : acc) schedule(static) if (n > (1 << 18))
+    for (int64_t i = 0; i < n; ++i) acc += double(pa[i]) * double(pb[i]);
+    T& o = ptr<T>(out)[0];
+    o = T(acc + (beta == 0 ? 0.0 : beta * double(o)));
+  });
+}
+
 void activation_(Tensor& x, Activation act) {
   check_defined(x, "nn::activation_", "x");
+  detail::ProfileScope prof(Phase::elementwise);
   if (act == Activation::none) return;
   const int64_t n = x.numel();
   if (on_gpu(x)) return detail::cuda_activation(ptr<float>(x), n, int(act));
@@ -274,6 +370,7 @@ void activation_backward_(Tensor& grad, const Tensor& y, Activation act) {
   SPGNN_CHECK(grad.numel() == y.numel(), InvalidArgument, kFn, ": 'grad' has shape ",
               grad.shape_str(), " but 'y' has shape ", y.shape_str());
   if (act == Activation::none) return;
+  detail::ProfileScope prof(Phase::elementwise);
   const int64_t n = y.numel();
   if (on_gpu(y)) return detail::cuda_activation_backward(ptr<float>(grad), ptr<float>(y), n, int(act));
   by_dtype(y, [&](auto z) {
@@ -299,29 +396,42 @@ Tensor dropout(const Tensor& x, double p, uint64_t seed) {
   check_defined(x, "nn::dropout", "x");
   check_p(p, "nn::dropout");
   if (p == 0) return x;
+  Tensor y;
+  dropout(x, p, seed, y);
+  return y;
+}
+
+void dropout(const Tensor& x, double p, uint64_t seed, Tensor& out) {
+  check_defined(x, "nn::dropout", "x");
+  check_p(p, "nn::dropout");
+  if (!out.defined() || out.shape() != x.shape() || out.dtype() != x.dtype() ||
+      out.device() != x.device())
+    out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  SPGNN_CHECK(out.raw() != x.raw() || x.numel() == 0, InvalidArgument,
+              "nn::dropout: 'out' must not be 'x' (use activation_dropout_ to drop in place)");
+  detail::ProfileScope prof(Phase::elementwise);
   const uint32_t thr = dropout_threshold(p);
   const double scale = 1.0 / (1.0 - p);
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t n = x.numel();
   if (on_gpu(x)) {
-    detail::cuda_dropout(ptr<float>(x), ptr<float>(y), n, thr, float(scale), seed);
-    return y;
+    detail::cuda_dropout(ptr<float>(x), ptr<float>(out), n, thr, float(scale), seed);
+    return;
   }
   by_dtype(x, [&](auto z) {
     using T = decltype(z);
     const T* px = ptr<T>(x);
-    T* py = ptr<T>(y);
+    T* py = ptr<T>(out);
     for_each<T>(n, [&](int64_t i) {
       py[i] = detail::dropout_keep(seed, uint64_t(i), thr) ? T(px[i] * scale) : T(0);
     });
   });
-  return y;
 }
 
 void dropout_backward_(Tensor& grad, double p, uint64_t seed) {
   check_defined(grad, "nn::dropout_backward_", "grad");
   check_p(p, "nn::dropout_backward_");
   if (p == 0) return;
+  detail::ProfileScope prof(Phase::elementwise);
   const uint32_t thr = dropout_threshold(p);
   const double scale = 1.0 / (1.0 - p);
   const int64_t n = grad.numel();
@@ -331,6 +441,71 @@ void dropout_backward_(Tensor& grad, double p, uint64_t seed) {
     T* g = ptr<T>(grad);
     for_each<T>(n, [&](int64_t i) {
       g[i] = detail::dropout_keep(seed, uint64_t(i), thr) ? T(g[i] * scale) : T(0);
+    });
+  });
+}
+
+void activation_dropout_(Tensor& x, Activation act, double p, uint64_t seed) {
+  check_defined(x, "nn::activation_dropout_", "x");
+  check_p(p, "nn::activation_dropout_");
+  if (act == Activation::none && p == 0) return;
+  detail::ProfileScope prof(Phase::elementwise);
+  const bool drop = p > 0;
+  const uint32_t thr = dropout_threshold(p);
+  const double scale = 1.0 / (1.0 - p);
+  const int64_t n = x.numel();
+  if (on_gpu(x))
+    return detail::cuda_activation_dropout(ptr<float>(x), n, int(act), drop, thr, float(scale), seed);
+  by_dtype(x, [&](auto z) {
+    using T = decltype(z);
+    T* px = ptr<T>(x);
+    for_each<T>(n, [&](int64_t i) {
+      T v = px[i];
+      if (act == Activation::relu) v = v > T(0) ? v : T(0);
+      else if (act == Activation::elu) v = v > T(0) ? v : std::expm1(v);
+      if (drop) v = detail::dropout_keep(seed, uint64_t(i), thr) ? T(v * scale) : T(0);
+      px[i] = v;
+    });
+  });
+}
+
+void activation_dropout_backward_(Tensor& grad, const Tensor& y, Activation act, double p,
+                                  uint64_t seed) {
+  constexpr const char* kFn = "nn::activation_dropout_backward_";
+  check_defined(grad, kFn, "grad");
+  check_defined(y, kFn, "y");
+  check_same(grad, y, kFn, "grad", "y");
+  check_p(p, kFn);
+  SPGNN_CHECK(grad.numel() == y.numel(), InvalidArgument, kFn, ": 'grad' has shape ",
+              grad.shape_str(), " but 'y' has shape ", y.shape_str());
+  if (act == Activation::none && p == 0) return;
+  detail::ProfileScope prof(Phase::elementwise);
+  const bool drop = p > 0;
+  const uint32_t thr = dropout_threshold(p);
+  const double scale = 1.0 / (1.0 - p);
+  const int64_t n = y.numel();
+  if (on_gpu(y))
+    return detail::cuda_activation_dropout_backward(ptr<float>(grad), ptr<float>(y), n, int(act),
+                                                    drop, thr, float(scale), seed);
+  by_dtype(y, [&](auto z) {
+    using T = decltype(z);
+    T* g = ptr<T>(grad);
+    const T* py = ptr<T>(y);
+    for_each<T>(n, [&](int64_t i) {
+      const T v = py[i];
+      // ReLU: y > 0 exactly where the element was kept and positive, so no mask is recomputed.
+      if (act == Activation::relu) {
+        g[i] = v > T(0) ? T(g[i] * scale) : T(0);
+        return;
+      }
+      if (drop && !detail::dropout_keep(seed, uint64_t(i), thr)) {
+        g[i] = T(0);
+        return;
+      }
+      T d = T(g[i] * scale);
+      // ELU: d act / dx = e^x = act(x) + 1 with act(x) = y / scale where kept.
+      if (act == Activation::elu && !(v > T(0))) d *= T(v / scale + 1);
+      g[i] = d;
     });
   });
 }
@@ -352,6 +527,7 @@ void check_labels(const Tensor& logits, const Tensor& y, const Tensor& idx, cons
 
 double log_softmax_nll(const Tensor& logits, const Tensor& y, const Tensor& idx, Tensor* grad) {
   constexpr const char* kFn = "nn::log_softmax_nll";
+  detail::ProfileScope prof(Phase::loss);
   check_labels(logits, y, idx, kFn);
   const int64_t n = logits.dim(0), c = logits.dim(1), m = idx.numel();
   if (grad) {
@@ -433,6 +609,7 @@ double accuracy(const Tensor& logits, const Tensor& y, const Tensor& idx) {
 void adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, int64_t step,
                const AdamParams& a) {
   constexpr const char* kFn = "nn::adam_step";
+  detail::ProfileScope prof(Phase::optimizer);
   check_defined(param, kFn, "param");
   check_defined(grad, kFn, "grad");
   check_same(param, grad, kFn, "param", "grad");
@@ -484,6 +661,7 @@ Tensor glorot(std::vector<int64_t> shape, int64_t fan_in, int64_t fan_out, uint6
 
 Tensor head_dot(const Tensor& x, const Tensor& a, int64_t heads) {
   constexpr const char* kFn = "nn::head_dot";
+  detail::ProfileScope prof(Phase::elementwise);
   check_defined(x, kFn, "x");
   check_defined(a, kFn, "a");
   check_2d(x, kFn, "x");
@@ -516,6 +694,7 @@ Tensor head_dot(const Tensor& x, const Tensor& a, int64_t heads) {
 void head_dot_backward(const Tensor& x, const Tensor& a, int64_t heads, const Tensor& grad_out,
                        Tensor& grad_x, Tensor& grad_a) {
   constexpr const char* kFn = "nn::head_dot_backward";
+  detail::ProfileScope prof(Phase::elementwise);
   check_defined(grad_out, kFn, "grad_out");
   check_defined(grad_x, kFn, "grad_x");
   check_same(x, grad_out, kFn, "x", "grad_out");
@@ -575,16 +754,26 @@ void aggregate_f64(const Graph& g, const double* w, bool mean, const double* x, 
 
 Tensor aggregate(const Graph& g, const Tensor& w, Reduce reduce, const Tensor& x,
                  const OpOptions& options) {
+  Tensor out;
+  aggregate(g, w, reduce, x, out, options);
+  return out;
+}
+
+void aggregate(const Graph& g, const Tensor& w, Reduce reduce, const Tensor& x, Tensor& out,
+               const OpOptions& options) {
   constexpr const char* kFn = "nn::aggregate";
   check_defined(x, kFn, "x");
   check_2d(x, kFn, "x");
   SPGNN_CHECK(reduce == Reduce::sum || reduce == Reduce::mean, InvalidArgument, kFn,
               ": 'reduce' must be sum or mean, got ", name(reduce));
+  detail::ProfileScope prof(Phase::aggregate_forward);
+  const std::vector<int64_t> shape{g.n_rows, x.dim(1)};
+  if (out.defined() && (out.shape() != shape || out.dtype() != x.dtype() || out.device() != x.device()))
+    out = Tensor();
   if (x.dtype() == DType::f32) {
-    Tensor out;
     if (w.defined()) gspmm(g, SpmmOp::u_mul_e, reduce, x, w, out, options);
     else gspmm(g, SpmmOp::copy_u, reduce, x, Tensor(), out, options);
-    return out;
+    return;
   }
   SPGNN_CHECK(!g.device().is_cuda() && !x.device().is_cuda(), InvalidArgument, kFn,
               ": float64 aggregation runs on the host only");
@@ -596,13 +785,48 @@ Tensor aggregate(const Graph& g, const Tensor& w, Reduce reduce, const Tensor& x
                 " values, expected nnz = ", g.nnz());
     wd = w.dtype() == DType::f64 ? w : w.astype(DType::f64);
   }
-  Tensor out = Tensor::empty({g.n_rows, x.dim(1)}, DType::f64);
+  if (!out.defined()) out = Tensor::empty(shape, DType::f64);
   const double* pw = wd.defined() ? wd.data<double>() : nullptr;
   if (g.index_dtype() == DType::i64)
     aggregate_f64<int64_t>(g, pw, reduce == Reduce::mean, x.data<double>(), out.data<double>(), x.dim(1));
   else
     aggregate_f64<int32_t>(g, pw, reduce == Reduce::mean, x.data<double>(), out.data<double>(), x.dim(1));
-  return out;
+}
+
+Tensor maxk_mask_f64(const Tensor& x, int64_t k) {
+  constexpr const char* kFn = "nn::maxk_mask_f64";
+  SPGNN_CHECK(x.defined() && x.dtype() == DType::f64 && x.ndim() == 2 && !x.device().is_cuda(),
+              InvalidArgument, kFn, ": 'x' must be a host float64 [n, F] tensor");
+  const int64_t n = x.dim(0), f = x.dim(1);
+  SPGNN_CHECK(k >= 1 && k <= f, InvalidArgument, kFn, ": 'k' must be in [1, F = ", f, "], got ", k);
+  Tensor m = Tensor::zeros({n, f}, DType::f64);
+  const double* px = x.data<double>();
+  double* pm = m.data<double>();
+  std::vector<int64_t> order(static_cast<size_t>(f));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < f; ++j) order[size_t(j)] = j;
+    const double* row = px + i * f;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+    for (int64_t j = 0; j < k; ++j) pm[i * f + order[size_t(j)]] = 1.0;
+  }
+  return m;
+}
+
+void mul_(Tensor& x, const Tensor& mask) {
+  constexpr const char* kFn = "nn::mul_";
+  check_defined(x, kFn, "x");
+  check_defined(mask, kFn, "mask");
+  check_same(x, mask, kFn, "x", "mask");
+  SPGNN_CHECK(!x.device().is_cuda(), InvalidArgument, kFn, ": host tensors only");
+  SPGNN_CHECK(x.numel() == mask.numel(), InvalidArgument, kFn, ": 'mask' has shape ",
+              mask.shape_str(), " but 'x' has shape ", x.shape_str());
+  detail::ProfileScope prof(Phase::elementwise);
+  by_dtype(x, [&](auto z) {
+    using T = decltype(z);
+    T* px = ptr<T>(x);
+    const T* pm = ptr<T>(mask);
+    for_each<T>(x.numel(), [&](int64_t i) { px[i] *= pm[i]; });
+  });
 }
 
 namespace {
@@ -734,14 +958,20 @@ namespace detail {
 [[noreturn]] static void no_cuda() {
   throw Unsupported("this spgnn was built without CUDA: the training engine runs on the CPU only");
 }
-void cuda_gemm(const float*, bool, const float*, bool, float*, int64_t, int64_t, int64_t, float) { no_cuda(); }
+void cuda_gemm(const float*, bool, const float*, bool, float*, int64_t, int64_t, int64_t, float, bool) { no_cuda(); }
 void cuda_add_bias(float*, const float*, int64_t, int64_t) { no_cuda(); }
 void cuda_column_sum(const float*, float*, int64_t, int64_t, float) { no_cuda(); }
 void cuda_axpy(float*, float, const float*, int64_t) { no_cuda(); }
+void cuda_copy_columns(const float*, int64_t, float*, int64_t, int64_t, int64_t) { no_cuda(); }
+void cuda_add_scaled(float*, const float*, const float*, float, int64_t) { no_cuda(); }
+void cuda_dot(const float*, const float*, int64_t, float*, float) { no_cuda(); }
 void cuda_activation(float*, int64_t, int) { no_cuda(); }
 void cuda_activation_backward(float*, const float*, int64_t, int) { no_cuda(); }
 void cuda_dropout(const float*, float*, int64_t, uint32_t, float, uint64_t) { no_cuda(); }
 void cuda_dropout_backward(float*, int64_t, uint32_t, float, uint64_t) { no_cuda(); }
+void cuda_activation_dropout(float*, int64_t, int, bool, uint32_t, float, uint64_t) { no_cuda(); }
+void cuda_activation_dropout_backward(float*, const float*, int64_t, int, bool, uint32_t, float,
+                                      uint64_t) { no_cuda(); }
 void cuda_log_softmax_nll(const float*, int64_t, const int64_t*, const int64_t*, int64_t, float*,
                           double*, int64_t*) { no_cuda(); }
 void cuda_accuracy(const float*, int64_t, const int64_t*, const int64_t*, int64_t, int64_t*,
@@ -753,6 +983,10 @@ void cuda_head_dot_backward(const float*, const float*, const float*, float*, fl
                             int64_t, int64_t) { no_cuda(); }
 size_t cuda_memory_used(int) { return 0; }
 void cuda_sync() {}
+void* cuda_event_create() { no_cuda(); }
+void cuda_event_destroy(void*) noexcept {}
+void cuda_event_record(void*) { no_cuda(); }
+float cuda_event_elapsed_ms(void*, void*) { no_cuda(); }
 }  // namespace detail
 #endif
 

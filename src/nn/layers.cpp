@@ -5,12 +5,33 @@
 #include <cmath>
 #include <vector>
 
+#include "nn/layers_internal.hpp"
+#include "nn/profile.hpp"
+
 namespace spgnn::nn {
+
+// ---- aggregation width ---------------------------------------------------------------------------
+
+namespace detail {
+namespace {
+bool g_force_padding = false;
+}  // namespace
+
+// The GPU SpMM strategies load features as float4 only when F % 4 == 0. On the Reddit-shaped
+// graph, SAGE's output layer aggregated at F = 41 took 7.3 ms forward and 9.0 ms backward
+// (`spgnn train --profile`, H100), more than a whole F = 64 SpMM in the suite (4.4 ms); zero
+// columns up to 44 cost one narrow copy each way.
+int64_t aggregation_width(int64_t f, const Tensor& x) {
+  const bool pad = (x.device().is_cuda() || g_force_padding) && f % 4 != 0;
+  return pad ? (f + 3) / 4 * 4 : f;
+}
+void force_aggregation_padding(bool on) { g_force_padding = on; }
+}  // namespace detail
 
 // ---- GraphContext --------------------------------------------------------------------------------
 
 namespace {
-enum GraphKindId { kPlain = 0, kGcn = 1, kMean = 2, kGin = 3, kLoops = 4 };
+enum GraphKindId { kPlain = 0, kGcn = 1, kMean = 2, kGin = 3, kLoops = 4, kIdentity = 5 };
 
 template <class I>
 void edges_of(const Graph& g, std::vector<int64_t>& r, std::vector<int64_t>& c) {
@@ -35,6 +56,12 @@ Graph with_diagonal(const Graph& g, double diag) {
   b.duplicates = DuplicatePolicy::sum;
   return graph_from_edges(g.n_rows, g.n_cols, r, c, v, b);
 }
+
+Graph identity_graph(int64_t n) {
+  std::vector<int64_t> r(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) r[size_t(i)] = i;
+  return graph_from_edges(n, n, r, r, {}, BuildOptions{});
+}
 }  // namespace
 
 GraphContext::GraphContext(const Graph& g, Device device, OpOptions options)
@@ -49,13 +76,15 @@ GraphContext::GraphContext(const Graph& g, Device device, OpOptions options)
 }
 
 const Graph& GraphContext::get(Pair& p, bool transposed, int kind) {
-  if (!p.fwd) {
+  std::unique_ptr<Graph>& slot = transposed ? p.bwd : p.fwd;
+  if (!slot) {
     Graph h;
     switch (kind) {
       case kPlain: h = host_; break;
       case kGcn: h = gcn_normalize(host_); break;
       case kMean: h = mean_normalize(host_); break;
       case kGin: h = with_diagonal(host_, 1.0 + gin_eps_); break;
+      case kIdentity: h = identity_graph(n_); break;
       default: {
         BuildOptions b;
         b.self_loops = SelfLoopPolicy::add;
@@ -64,20 +93,21 @@ const Graph& GraphContext::get(Pair& p, bool transposed, int kind) {
       }
     }
     // The transposed graph carries the values in its own order, so backward aggregations read
-    // them contiguously instead of through the permutation.
-    Graph t = transpose(h).graph;
-    p.fwd = std::make_unique<Graph>(device_.is_cuda() ? h.to(device_) : h);
-    p.bwd = std::make_unique<Graph>(device_.is_cuda() ? t.to(device_) : t);
+    // them contiguously instead of through the permutation. Each direction is built on its first
+    // use only (SAGE's forward reads the pattern, its backward the transposed 1/deg weights).
+    if (transposed) h = transpose(h).graph;
+    slot = std::make_unique<Graph>(device_.is_cuda() ? h.to(device_) : h);
   }
-  return transposed ? *p.bwd : *p.fwd;
+  return *slot;
 }
 
 const Graph& GraphContext::plain(bool t) { return get(plain_, t, kPlain); }
 const Graph& GraphContext::gcn(bool t) { return get(gcn_, t, kGcn); }
 const Graph& GraphContext::mean(bool t) { return get(mean_, t, kMean); }
 const Graph& GraphContext::loops(bool t) { return get(loops_, t, kLoops); }
+const Graph& GraphContext::identity() { return get(identity_, false, kIdentity); }
 const Graph& GraphContext::gin(double eps, bool t) {
-  if (gin_.fwd && eps != gin_eps_) gin_ = Pair{};
+  if ((gin_.fwd || gin_.bwd) && eps != gin_eps_) gin_ = Pair{};
   gin_eps_ = eps;
   return get(gin_, t, kGin);
 }
@@ -125,6 +155,14 @@ Parameter make_vector(const std::string& name, int64_t heads, int64_t f, uint64_
   p.decay = false;
   return p;
 }
+// GIN's trainable eps: a scalar offset like a bias, so no weight decay (spgnn decays weights only).
+Parameter make_scalar(const std::string& name, double value, DType dt, Device dev) {
+  Parameter p;
+  p.name = name;
+  p.value = Tensor::full({1}, dt, value, dev);
+  p.decay = false;
+  return p;
+}
 
 // Options for the MaxK and attention ops: the same stream, but their own `auto` schedule (the
 // context's schedule names an SpMM strategy, e.g. --strategy gnnone, which they do not have).
@@ -134,95 +172,191 @@ OpOptions auto_options(const GraphContext& ctx) {
   return o;
 }
 
+// A buffer kept across calls: reallocated only when shape, dtype or device change.
+Tensor& keep(Tensor& buf, const std::vector<int64_t>& shape, DType dt, Device dev) {
+  if (!buf.defined() || buf.shape() != shape || buf.dtype() != dt || buf.device() != dev)
+    buf = Tensor::empty(shape, dt, dev);
+  return buf;
+}
+// The same, zero-filled when (re)allocated: padding columns that no one writes stay zero.
+Tensor& keep_zeroed(Tensor& buf, const std::vector<int64_t>& shape, DType dt, Device dev) {
+  if (!buf.defined() || buf.shape() != shape || buf.dtype() != dt || buf.device() != dev)
+    buf = Tensor::zeros(shape, dt, dev);
+  return buf;
+}
+// The result tensor of a call that escapes to the caller: the kept buffer when the caller allows
+// reuse and it has the expected shape, else undefined (the op writing it allocates a fresh one).
+Tensor& result(Tensor& buf, bool reuse, const std::vector<int64_t>& shape) {
+  if (!reuse || (buf.defined() && buf.shape() != shape)) buf = Tensor();
+  return buf;
+}
+
 // Weight gradient g = a^T b into p.grad (allocating once).
 void weight_grad(Parameter& p, const Tensor& a, const Tensor& b) { gemm(a, true, b, false, p.grad, 0); }
 void bias_grad(Parameter& p, const Tensor& dy) { column_sum(dy, p.grad, 0); }
 
-// The MaxK nonlinearity on the engine's float64 path: the same top-k rule as spgnn::maxk (ties
-// to the lower column), as a dense 0/1 mask.
-Tensor topk_mask_f64(const Tensor& h, int64_t k) {
-  const int64_t n = h.dim(0), f = h.dim(1);
-  Tensor m = Tensor::zeros({n, f}, DType::f64);
-  const double* ph = h.data<double>();
-  double* pm = m.data<double>();
-  std::vector<int64_t> order(static_cast<size_t>(f));
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < f; ++j) order[size_t(j)] = j;
-    const double* row = ph + i * f;
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row[a] > row[b]; });
-    for (int64_t j = 0; j < k; ++j) pm[i * f + order[size_t(j)]] = 1.0;
-  }
-  return m;
-}
-void mul_(Tensor& x, const Tensor& mask) {
-  double* px = x.data<double>();
-  const double* pm = mask.data<double>();
-  for (int64_t i = 0; i < x.numel(); ++i) px[i] *= pm[i];
-}
-
 // A linear transform followed by an optional MaxK and an aggregation over one graph with edge
 // weights: the shared core of GCN, SAGE's neighbour branch and GIN's first layer.
 //   transform-first: out = A (x W);  aggregate-first: out = (A x) W  (the narrower side is
-//   aggregated); MaxK: out = A maxk(x W) with A applied by cbsr_spgemm.
+//   aggregated); MaxK: out = A maxk(x W) with A applied by cbsr_spgemm (sampled back by
+//   cbsr_sspmm: the backward never builds the transposed graph).
+// Transform-first runs at detail::aggregation_width(out): with padding, W is copied into a
+// zero-padded [in, Fp] buffer, so x W has zero columns, and the result is narrowed to out.
+// With a trainable `eps` (GIN) A is the plain adjacency and (1 + eps) times the aggregated
+// operand is added to the aggregation; d eps = <d aggregation, aggregated operand>.
 class AggregatedLinear {
  public:
-  enum class Graphs { gcn, mean, gin };
+  enum class Graphs { gcn, mean, gin, sum };
   AggregatedLinear(Graphs graphs, double gin_eps, int64_t in, int64_t out, int64_t maxk,
-                   Parameter* weight)
-      : graphs_(graphs), eps_(gin_eps), in_(in), out_(out), maxk_(maxk), w_(weight) {}
+                   Parameter* weight, Parameter* eps)
+      : graphs_(graphs), eps_(gin_eps), in_(in), out_(out), maxk_(maxk), w_(weight), train_eps_(eps) {}
 
-  Tensor forward(GraphContext& ctx, const Tensor& x) {
+  Tensor forward(GraphContext& ctx, const Tensor& x, bool reuse) {
     x_ = x;
-    const Graph& g = graph(ctx, false);
-    const Reduce red = graphs_ == Graphs::mean ? Reduce::mean : Reduce::sum;
-    const Tensor& w = graphs_ == Graphs::mean ? Tensor() : g.val;
-    const Graph& ga = graphs_ == Graphs::mean ? ctx.plain(false) : g;
+    const int64_t n = x.dim(0);
+    const DType dt = x.dtype();
+    const Device dev = x.device();
+    Tensor& out = result(out_buf_, reuse, {ctx.n(), out_});
     if (maxk_ > 0) {
-      Tensor h = matmul(x, w_->value);
-      if (h.dtype() == DType::f64) {
-        mask_ = topk_mask_f64(h, maxk_);
+      Tensor& h = keep(h_, {n, out_}, dt, dev);
+      gemm(x, false, w_->value, false, h, 0);
+      if (dt == DType::f64) {
+        mask_ = maxk_mask_f64(h, maxk_);
         mul_(h, mask_);
-        return aggregate(ga, w, red, h, ctx.options());
+        aggregate_forward(ctx, h, out);
+        if (train_eps_) add_scaled_(out, h, train_eps_->value, 1.0);
+        return out;
       }
-      kept_ = maxk(h, maxk_, auto_options(ctx));
-      Tensor out;
-      cbsr_spgemm(g, kept_, g.val, out, auto_options(ctx));
+      const Graph& g = weighted(ctx);
+      {
+        detail::ProfileScope prof(Phase::maxk_cbsr);
+        kept_ = maxk(h, maxk_, auto_options(ctx));
+        cbsr_spgemm(g, kept_, g.val, out, auto_options(ctx));
+      }
+      if (train_eps_) {
+        Tensor dense;
+        {
+          detail::ProfileScope prof(Phase::maxk_cbsr);
+          dense = maxk_backward(kept_, kept_.data, auto_options(ctx));  // maxk(h) as a dense matrix
+        }
+        add_scaled_(out, dense, train_eps_->value, 1.0);
+      }
       return out;
     }
     transform_first_ = out_ <= in_;
-    if (transform_first_) return aggregate(ga, w, red, matmul(x, w_->value), ctx.options());
-    z_ = aggregate(ga, w, red, x, ctx.options());
-    return matmul(z_, w_->value);
+    if (transform_first_) {
+      width_ = detail::aggregation_width(out_, x);
+      Tensor& h = keep(h_, {n, width_}, dt, dev);
+      gemm(x, false, transform_weight(), false, h, 0);
+      Tensor& agg = width_ == out_ ? out : keep(agg_, {n, width_}, dt, dev);
+      aggregate_forward(ctx, h, agg);
+      if (train_eps_) add_scaled_(agg, h, train_eps_->value, 1.0);
+      if (width_ == out_) return out;
+      if (!out.defined()) out = Tensor::empty({n, out_}, dt, dev);
+      copy_columns(agg, out, out_);
+      return out;
+    }
+    Tensor& z = keep(z_, {ctx.n(), in_}, dt, dev);
+    aggregate_forward(ctx, x, z);
+    if (train_eps_) add_scaled_(z, x, train_eps_->value, 1.0);
+    gemm(z, false, w_->value, false, out, 0);
+    return out;
   }
 
-  // Sets the weight's grad; returns d x when asked.
-  Tensor backward(GraphContext& ctx, const Tensor& dy, bool need_dx) {
-    const Graph& gt = graph(ctx, true);
-    Tensor dh;
-    if (maxk_ > 0 && dy.dtype() == DType::f32) {
-      Tensor d_data;
-      const Graph& g = graph(ctx, false);
-      cbsr_sspmm(g, g.val, dy, kept_, d_data, auto_options(ctx));
-      dh = maxk_backward(kept_, d_data, auto_options(ctx));
+  // Sets the weight's grad (and eps's); returns d x when asked.
+  Tensor backward(GraphContext& ctx, const Tensor& dy, bool need_dx, bool reuse) {
+    const int64_t n = dy.dim(0);
+    const DType dt = dy.dtype();
+    const Device dev = dy.device();
+    Tensor* dh = nullptr;
+    if (maxk_ > 0 && dt == DType::f32) {
+      const Graph& g = weighted(ctx);
+      {
+        detail::ProfileScope prof(Phase::maxk_cbsr);
+        cbsr_sspmm(g, g.val, dy, kept_, keep(d_data_, {n, maxk_}, dt, dev), auto_options(ctx));
+      }
+      if (train_eps_) {
+        Tensor& self = keep(g_self_, {n, maxk_}, dt, dev);
+        {
+          detail::ProfileScope prof(Phase::maxk_cbsr);
+          cbsr_sspmm(ctx.identity(), Tensor(), dy, kept_, self, auto_options(ctx));  // dy at kept
+        }
+        dot(self, kept_.data, train_eps_->grad, 0);
+        add_scaled_(d_data_, self, train_eps_->value, 1.0);
+      }
+      {
+        detail::ProfileScope prof(Phase::maxk_cbsr);
+        dh_ = maxk_backward(kept_, d_data_, auto_options(ctx));
+      }
+      dh = &dh_;
     } else if (maxk_ > 0 || transform_first_) {
-      dh = aggregate(gt, gt.val, Reduce::sum, dy, ctx.options());
-      if (maxk_ > 0) mul_(dh, mask_);
+      const bool padded = maxk_ == 0 && width_ != out_;
+      const Tensor* g = &dy;
+      if (padded) {
+        Tensor& dyp = keep_zeroed(dy_pad_, {n, width_}, dt, dev);
+        copy_columns(dy, dyp, out_);
+        g = &dyp;
+      }
+      aggregate_backward(ctx, *g, keep(dh_, {ctx.n(), padded ? width_ : out_}, dt, dev));
+      if (train_eps_) {
+        dot(*g, h_, train_eps_->grad, 0);
+        add_scaled_(dh_, *g, train_eps_->value, 1.0);
+      }
+      if (maxk_ > 0) mul_(dh_, mask_);
+      dh = &dh_;
     }
-    if (dh.defined()) {
-      weight_grad(*w_, x_, dh);
-      return need_dx ? matmul(dh, w_->value, false, true) : Tensor();
+    if (dh) {
+      const bool padded = dh->dim(1) != out_;
+      if (padded) {  // the padded columns' gradient is dropped
+        gemm(x_, true, *dh, false, keep(gw_pad_, {in_, width_}, dt, dev), 0);
+        copy_columns(gw_pad_, keep(w_->grad, {in_, out_}, dt, dev), out_);
+      } else {
+        weight_grad(*w_, x_, *dh);
+      }
+      if (!need_dx) return Tensor();
+      Tensor& dx = result(dx_buf_, reuse, {n, in_});
+      gemm(*dh, false, padded ? w_pad_ : w_->value, true, dx, 0);
+      return dx;
     }
     weight_grad(*w_, z_, dy);
+    if (!need_dx && !train_eps_) return Tensor();
+    Tensor& dz = keep(dz_, {n, in_}, dt, dev);
+    gemm(dy, false, w_->value, true, dz, 0);
+    if (train_eps_) dot(dz, x_, train_eps_->grad, 0);
     if (!need_dx) return Tensor();
-    return aggregate(gt, gt.val, Reduce::sum, matmul(dy, w_->value, false, true), ctx.options());
+    Tensor& dx = result(dx_buf_, reuse, {ctx.n(), in_});
+    aggregate_backward(ctx, dz, dx);
+    if (train_eps_) add_scaled_(dx, dz, train_eps_->value, 1.0);
+    return dx;
   }
 
  private:
+  // Forward aggregation: SAGE's mean reads the bare pattern (copy_u, mean), the others their
+  // weighted graph; the backward one runs over the transposed weighted graph (sum).
+  void aggregate_forward(GraphContext& ctx, const Tensor& x, Tensor& out) {
+    if (graphs_ == Graphs::mean) return aggregate(ctx.plain(false), Tensor(), Reduce::mean, x, out, ctx.options());
+    if (graphs_ == Graphs::sum) return aggregate(ctx.plain(false), Tensor(), Reduce::sum, x, out, ctx.options());
+    const Graph& g = weighted(ctx);
+    aggregate(g, g.val, Reduce::sum, x, out, ctx.options());
+  }
+  void aggregate_backward(GraphContext& ctx, const Tensor& dy, Tensor& out) {
+    const Graph& gt = graph(ctx, true);
+    aggregate(gt, gt.val, Reduce::sum, dy, out, ctx.options());
+  }
+  const Graph& weighted(GraphContext& ctx) { return graph(ctx, false); }
+  // W, or its copy in a zero-padded [in, width_] buffer (refreshed every forward: W changes
+  // with every optimiser step).
+  const Tensor& transform_weight() {
+    if (width_ == out_) return w_->value;
+    copy_columns(w_->value, keep_zeroed(w_pad_, {in_, width_}, w_->value.dtype(), w_->value.device()), out_);
+    return w_pad_;
+  }
   const Graph& graph(GraphContext& ctx, bool t) {
     switch (graphs_) {
       case Graphs::gcn: return ctx.gcn(t);
       case Graphs::mean: return ctx.mean(t);
       case Graphs::gin: return ctx.gin(eps_, t);
+      case Graphs::sum: return ctx.plain(t);
     }
     return ctx.gcn(t);
   }
@@ -230,8 +364,13 @@ class AggregatedLinear {
   double eps_;
   int64_t in_, out_, maxk_;
   Parameter* w_;
+  Parameter* train_eps_;
   bool transform_first_ = false;
-  Tensor x_, z_, mask_;
+  int64_t width_ = 0;                 // transform-first: the (padded) aggregation width
+  Tensor x_, h_, z_, mask_;           // saved by forward
+  Tensor w_pad_, agg_, dy_pad_, gw_pad_;  // the padded transform-first path
+  Tensor out_buf_, dx_buf_;           // results (reused when the owner allows)
+  Tensor dh_, dz_, d_data_, g_self_;  // backward workspaces
   Cbsr kept_;
 };
 
@@ -243,6 +382,8 @@ void check_spec(const ConvSpec& s) {
   SPGNN_CHECK(s.heads >= 1, InvalidArgument, "gat layer: 'heads' must be >= 1, got ", s.heads);
   SPGNN_CHECK(s.attn_dropout >= 0 && s.attn_dropout < 1, InvalidArgument,
               "gat layer: 'attn_dropout' must be in [0, 1), got ", s.attn_dropout);
+  SPGNN_CHECK(!s.train_eps || s.kind == ConvKind::gin, InvalidArgument, conv_name(s.kind),
+              " layer: 'train_eps' applies to gin only");
 }
 
 class GcnConv : public Layer {
@@ -251,15 +392,15 @@ class GcnConv : public Layer {
       : s_(s),
         w_(make_weight("weight", s.in, s.out, s.seed, dt, dev)),
         b_(make_zeros("bias", s.out, dt, dev)),
-        agg_(AggregatedLinear::Graphs::gcn, 0, s.in, s.out, s.maxk, &w_) {}
+        agg_(AggregatedLinear::Graphs::gcn, 0, s.in, s.out, s.maxk, &w_, nullptr) {}
   Tensor forward(GraphContext& ctx, const Tensor& x, bool, uint64_t) override {
-    Tensor out = agg_.forward(ctx, x);
+    Tensor out = agg_.forward(ctx, x, reuse_out_);
     add_bias_(out, b_.value);
     return out;
   }
   Tensor backward(GraphContext& ctx, const Tensor& dy, bool need_dx) override {
     bias_grad(b_, dy);
-    return agg_.backward(ctx, dy, need_dx);
+    return agg_.backward(ctx, dy, need_dx, reuse_dx_);
   }
   std::vector<Parameter*> parameters() override { return {&w_, &b_}; }
   int64_t out_width() const override { return s_.out; }
@@ -281,10 +422,10 @@ class SageConv : public Layer {
         wn_(make_weight("weight_neigh", s.in, s.out, s.seed, dt, dev)),
         wr_(make_weight("weight_root", s.in, s.out, s.seed + 7919, dt, dev)),
         b_(make_zeros("bias", s.out, dt, dev)),
-        agg_(AggregatedLinear::Graphs::mean, 0, s.in, s.out, s.maxk, &wn_) {}
+        agg_(AggregatedLinear::Graphs::mean, 0, s.in, s.out, s.maxk, &wn_, nullptr) {}
   Tensor forward(GraphContext& ctx, const Tensor& x, bool, uint64_t) override {
     x_ = x;
-    Tensor out = agg_.forward(ctx, x);
+    Tensor out = agg_.forward(ctx, x, reuse_out_);
     gemm(x, false, wr_.value, false, out, 1.0);
     add_bias_(out, b_.value);
     return out;
@@ -292,7 +433,7 @@ class SageConv : public Layer {
   Tensor backward(GraphContext& ctx, const Tensor& dy, bool need_dx) override {
     bias_grad(b_, dy);
     weight_grad(wr_, x_, dy);
-    Tensor dx = agg_.backward(ctx, dy, need_dx);
+    Tensor dx = agg_.backward(ctx, dy, need_dx, reuse_dx_);
     if (need_dx) gemm(dy, false, wr_.value, true, dx, 1.0);
     return dx;
   }
@@ -312,7 +453,8 @@ class SageConv : public Layer {
 
 // GIN's first MLP layer commutes with the aggregation ((1+eps) x + A x) W1 = (A + (1+eps) I)(x W1),
 // so it is applied on the narrower side like GCN's weight. With MaxK the hidden features are
-// maxk(x W1) and the MLP's ReLU is dropped (MaxK is the nonlinearity).
+// maxk(x W1) and the MLP's ReLU is dropped (MaxK is the nonlinearity). A fixed eps rides on the
+// graph's diagonal; a trainable one is a parameter applied by AggregatedLinear.
 class GinConv : public Layer {
  public:
   GinConv(const ConvSpec& s, DType dt, Device dev)
@@ -322,42 +464,54 @@ class GinConv : public Layer {
         b1_(make_zeros("mlp.0.bias", hid_, dt, dev)),
         w2_(make_weight("mlp.2.weight", hid_, s.out, s.seed + 7919, dt, dev)),
         b2_(make_zeros("mlp.2.bias", s.out, dt, dev)),
-        agg_(AggregatedLinear::Graphs::gin, s.gin_eps, s.in, hid_, s.maxk, &w1_) {
+        eps_(make_scalar("eps", s.gin_eps, dt, dev)),
+        agg_(s.train_eps ? AggregatedLinear::Graphs::sum : AggregatedLinear::Graphs::gin, s.gin_eps,
+             s.in, hid_, s.maxk, &w1_, s.train_eps ? &eps_ : nullptr) {
     SPGNN_CHECK(s.maxk <= hid_, InvalidArgument, "gin layer: 'maxk' ", s.maxk,
                 " exceeds the MLP hidden width ", hid_);
   }
   Tensor forward(GraphContext& ctx, const Tensor& x, bool, uint64_t) override {
-    h_ = agg_.forward(ctx, x);
+    // h stays inside the layer (the backward reads it), so its buffer is always reused.
+    h_ = agg_.forward(ctx, x, true);
     add_bias_(h_, b1_.value);
     if (s_.maxk == 0) activation_(h_, Activation::relu);
-    Tensor out = matmul(h_, w2_.value);
+    Tensor& out = result(out_buf_, reuse_out_, {h_.dim(0), s_.out});
+    gemm(h_, false, w2_.value, false, out, 0);
     add_bias_(out, b2_.value);
     return out;
   }
   Tensor backward(GraphContext& ctx, const Tensor& dy, bool need_dx) override {
     bias_grad(b2_, dy);
     weight_grad(w2_, h_, dy);
-    Tensor dh = matmul(dy, w2_.value, false, true);
+    Tensor& dh = keep(dh_, {dy.dim(0), hid_}, dy.dtype(), dy.device());
+    gemm(dy, false, w2_.value, true, dh, 0);
     if (s_.maxk == 0) activation_backward_(dh, h_, Activation::relu);
     bias_grad(b1_, dh);
-    return agg_.backward(ctx, dh, need_dx);
+    return agg_.backward(ctx, dh, need_dx, reuse_dx_);
   }
-  std::vector<Parameter*> parameters() override { return {&w1_, &b1_, &w2_, &b2_}; }
+  std::vector<Parameter*> parameters() override {
+    if (s_.train_eps) return {&w1_, &b1_, &w2_, &b2_, &eps_};
+    return {&w1_, &b1_, &w2_, &b2_};
+  }
   int64_t out_width() const override { return s_.out; }
   std::string describe() const override {
     return "GINConv(" + std::to_string(s_.in) + " -> " + std::to_string(hid_) + " -> " +
-           std::to_string(s_.out) + ", eps " + std::to_string(s_.gin_eps) +
+           std::to_string(s_.out) + (s_.train_eps ? ", trainable eps" : ", eps " + std::to_string(s_.gin_eps)) +
            (s_.maxk ? ", maxk " + std::to_string(s_.maxk) : "") + ")";
   }
 
  private:
   ConvSpec s_;
   int64_t hid_;
-  Parameter w1_, b1_, w2_, b2_;
+  Parameter w1_, b1_, w2_, b2_, eps_;
   AggregatedLinear agg_;
-  Tensor h_;
+  Tensor h_, dh_, out_buf_;
 };
 
+// Attention scores need every feature of a head (a_l . W x_u sums over all F of them) and the
+// aggregation weights each neighbour's whole head by its score, so a k-sparse operand does not
+// fit here: GAT + MaxK keeps this layer dense and uses MaxK as the nonlinearity between layers
+// (Model), where ELU would be.
 class GatConv : public Layer {
  public:
   GatConv(const ConvSpec& s, DType dt, Device dev)
@@ -367,17 +521,18 @@ class GatConv : public Layer {
         ar_(make_vector("att_dst", s.heads, s.out, s.seed + 2, dt, dev)),
         b_(make_zeros("bias", s.heads * s.out, dt, dev)) {
     SPGNN_CHECK(s.maxk == 0, InvalidArgument,
-                "gat layer: MaxK is available for gcn, sage and gin (attention needs every "
-                "feature of a head), got maxk = ", s.maxk);
+                "gat layer: MaxK cannot sparsify the attention operand (scores and weights need "
+                "every feature of a head); a GAT model applies MaxK between layers instead, got "
+                "maxk = ", s.maxk);
   }
   Tensor forward(GraphContext& ctx, const Tensor& x, bool training, uint64_t step_seed) override {
     x_ = x;
-    feat_ = matmul(x, w_.value);
+    Tensor& feat = keep(feat_, {x.dim(0), s_.heads * s_.out}, x.dtype(), x.device());
+    gemm(x, false, w_.value, false, feat, 0);
     el_ = head_dot(feat_, al_.value, s_.heads);
     er_ = head_dot(feat_, ar_.value, s_.heads);
     const Graph& g = ctx.loops(false);
-    Tensor out;
-    attn_ = Tensor();
+    Tensor& out = result(out_buf_, reuse_out_, {g.n_rows, s_.heads * s_.out});
     params_.heads = s_.heads;
     params_.negative_slope = s_.negative_slope;
     params_.attn_dropout = training ? s_.attn_dropout : 0.f;
@@ -387,6 +542,8 @@ class GatConv : public Layer {
                   "gat layer: the float64 path has no attention dropout (use attn_dropout 0)");
       gat_aggregate_f64(g, feat_, el_, er_, s_.heads, s_.negative_slope, out, attn_);
     } else {
+      detail::ProfileScope prof(Phase::aggregate_forward);
+      if (attn_.defined() && attn_.shape() != std::vector<int64_t>{g.nnz(), s_.heads}) attn_ = Tensor();
       gat_aggregate(g, feat_, el_, er_, params_, out, attn_, auto_options(ctx));
     }
     add_bias_(out, b_.value);
@@ -395,17 +552,25 @@ class GatConv : public Layer {
   Tensor backward(GraphContext& ctx, const Tensor& dy, bool need_dx) override {
     bias_grad(b_, dy);
     const Graph& g = ctx.loops(false);
-    Tensor gfeat, gel, ger;
-    if (dy.dtype() == DType::f64)
+    if (dy.dtype() == DType::f64) {
       gat_aggregate_backward_f64(g, feat_, el_, er_, attn_, dy, s_.heads, s_.negative_slope,
-                                 gfeat, gel, ger);
-    else
-      gat_aggregate_backward(g, feat_, el_, er_, attn_, dy, params_, gfeat, gel, ger,
+                                 gfeat_, gel_, ger_);
+    } else {
+      detail::ProfileScope prof(Phase::aggregate_forward);  // counted as backward in this pass
+      const int64_t w = s_.heads * s_.out;
+      if (gfeat_.defined() && gfeat_.shape() != std::vector<int64_t>{g.n_cols, w}) gfeat_ = Tensor();
+      if (gel_.defined() && gel_.shape() != std::vector<int64_t>{g.n_cols, s_.heads}) gel_ = Tensor();
+      if (ger_.defined() && ger_.shape() != std::vector<int64_t>{g.n_rows, s_.heads}) ger_ = Tensor();
+      gat_aggregate_backward(g, feat_, el_, er_, attn_, dy, params_, gfeat_, gel_, ger_,
                              auto_options(ctx));
-    head_dot_backward(feat_, al_.value, s_.heads, gel, gfeat, al_.grad);
-    head_dot_backward(feat_, ar_.value, s_.heads, ger, gfeat, ar_.grad);
-    weight_grad(w_, x_, gfeat);
-    return need_dx ? matmul(gfeat, w_.value, false, true) : Tensor();
+    }
+    head_dot_backward(feat_, al_.value, s_.heads, gel_, gfeat_, al_.grad);
+    head_dot_backward(feat_, ar_.value, s_.heads, ger_, gfeat_, ar_.grad);
+    weight_grad(w_, x_, gfeat_);
+    if (!need_dx) return Tensor();
+    Tensor& dx = result(dx_buf_, reuse_dx_, {x_.dim(0), s_.in});
+    gemm(gfeat_, false, w_.value, true, dx, 0);
+    return dx;
   }
   std::vector<Parameter*> parameters() override { return {&w_, &al_, &ar_, &b_}; }
   int64_t out_width() const override { return s_.heads * s_.out; }
@@ -419,6 +584,7 @@ class GatConv : public Layer {
   Parameter w_, al_, ar_, b_;
   GatParams params_;
   Tensor x_, feat_, el_, er_, attn_;
+  Tensor out_buf_, dx_buf_, gfeat_, gel_, ger_;
 };
 
 }  // namespace

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <sstream>
 
+#include "nn/profile.hpp"
 #include "spgnn/io.hpp"
 
 namespace spgnn::nn {
@@ -19,6 +21,7 @@ std::string describe(const ModelConfig& c) {
   if (c.kind == ConvKind::gat) os << " x " << c.heads << " heads";
   os << " -> " << c.classes << ", dropout " << c.dropout;
   if (c.maxk) os << ", k " << c.maxk;
+  if (c.train_eps) os << ", trainable eps";
   return os.str();
 }
 
@@ -35,8 +38,11 @@ void check_config(const ModelConfig& c) {
               "model: 'dropout' must be in [0, 1), got ", c.dropout);
   SPGNN_CHECK(c.attn_dropout < 1, InvalidArgument, "model: 'attn_dropout' must be below 1, got ",
               c.attn_dropout);
-  SPGNN_CHECK(c.maxk >= 0 && c.maxk <= c.hidden, InvalidArgument, "model: 'maxk' must be in [0, "
-              "hidden = ", c.hidden, "], got ", c.maxk);
+  const int64_t width = c.kind == ConvKind::gat ? c.hidden * c.heads : c.hidden;
+  SPGNN_CHECK(c.maxk >= 0 && c.maxk <= width, InvalidArgument, "model: 'maxk' must be in [0, ",
+              c.kind == ConvKind::gat ? "hidden * heads = " : "hidden = ", width, "], got ", c.maxk);
+  SPGNN_CHECK(!c.train_eps || c.kind == ConvKind::gin, InvalidArgument,
+              "model: a trainable eps (train_eps) applies to gin only, not ", conv_name(c.kind));
   SPGNN_CHECK(c.maxk == 0 || c.layers >= 2, InvalidArgument,
               "model: MaxK acts on hidden layers; a 1-layer model has none (maxk = ", c.maxk, ")");
 }
@@ -49,8 +55,11 @@ uint64_t dropout_seed(uint64_t seed, uint64_t step, size_t layer) {
 Model::Model(const ModelConfig& config, DType dtype, Device device)
     : config_(config), dtype_(dtype), device_(device) {
   check_config(config);
-  act_ = config.maxk > 0 ? Activation::none
-                         : (config.kind == ConvKind::gat ? Activation::elu : Activation::relu);
+  const bool gat = config.kind == ConvKind::gat;
+  // MaxK replaces the nonlinearity: inside gcn/sage/gin layers (before their aggregation), and
+  // between GAT layers (whose attention needs dense heads).
+  maxk_act_ = gat ? config.maxk : 0;
+  act_ = config.maxk > 0 ? Activation::none : (gat ? Activation::elu : Activation::relu);
   int64_t in = config.in;
   for (int64_t i = 0; i < config.layers; ++i) {
     const bool last = i == config.layers - 1;
@@ -58,15 +67,27 @@ Model::Model(const ModelConfig& config, DType dtype, Device device)
     s.kind = config.kind;
     s.in = in;
     s.out = last ? config.classes : config.hidden;
-    s.heads = config.kind == ConvKind::gat && !last ? config.heads : 1;
+    s.heads = gat && !last ? config.heads : 1;
     s.attn_dropout = float(config.attn_dropout < 0 ? config.dropout : config.attn_dropout);
-    s.maxk = last ? 0 : config.maxk;
+    s.maxk = last || gat ? 0 : config.maxk;
     s.gin_hidden = config.hidden;
+    s.train_eps = config.train_eps;
     s.seed = config.seed * 7777ULL + uint64_t(i) * 101ULL;
     layers_.push_back(make_conv(s, dtype, device));
+    // Hidden outputs and input gradients flow only between this model's layers, each consumed
+    // before the next call, so their buffers are reused; the logits are handed out fresh.
+    layers_.back()->reuse_buffers(!last, true);
     in = layers_.back()->out_width();
   }
 }
+
+namespace {
+OpOptions maxk_options(const GraphContext& ctx) {
+  OpOptions o;
+  o.stream = ctx.options().stream;
+  return o;
+}
+}  // namespace
 
 Tensor Model::forward(GraphContext& ctx, const Tensor& x, bool training, uint64_t step) {
   SPGNN_CHECK(x.defined() && x.ndim() == 2 && x.dim(1) == config_.in && x.dim(0) == ctx.n(),
@@ -76,30 +97,61 @@ Tensor Model::forward(GraphContext& ctx, const Tensor& x, bool training, uint64_
               InvalidArgument, "Model::forward: 'x' (", dtype_name(x.dtype()), " on ",
               x.device().str(), ") and the graph context (", ctx.device().str(),
               ") must match the model (", dtype_name(dtype_), " on ", device_.str(), ")");
+  detail::ProfilePass pass(false);
   last_step_ = step;
   last_training_ = training;
-  outputs_.assign(layers_.size(), Tensor());
+  const size_t L = layers_.size();
+  outputs_.assign(L, Tensor());
+  kept_.assign(maxk_act_ > 0 ? L : 0, Cbsr{});
+  masks_.assign(maxk_act_ > 0 ? L : 0, Tensor());
+  const double p = training ? config_.dropout : 0.0;
   Tensor h = x;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (training && config_.dropout > 0) h = dropout(h, config_.dropout, dropout_seed(config_.seed, step, i));
+  if (p > 0) {
+    dropout(x, p, dropout_seed(config_.seed, step, 0), x_drop_);
+    h = x_drop_;
+  }
+  for (size_t i = 0; i < L; ++i) {
     h = layers_[i]->forward(ctx, h, training, dropout_seed(config_.seed ^ 0xA77EULL, step, i));
-    if (i + 1 < layers_.size()) {
-      activation_(h, act_);
-      outputs_[i] = h;
+    if (i + 1 == L) break;
+    const uint64_t seed = dropout_seed(config_.seed, step, i + 1);
+    if (maxk_act_ > 0) {
+      if (h.dtype() == DType::f64) {
+        masks_[i] = maxk_mask_f64(h, maxk_act_);
+        mul_(h, masks_[i]);
+      } else {
+        detail::ProfileScope prof(Phase::maxk_cbsr);
+        kept_[i] = maxk(h, maxk_act_, maxk_options(ctx));
+        h = maxk_backward(kept_[i], kept_[i].data, maxk_options(ctx));  // the kept values, dense
+      }
     }
+    // The layer's output buffer becomes the next layer's input in place: one pass for the
+    // activation and the dropout of the next layer's input.
+    activation_dropout_(h, act_, p, seed);
+    outputs_[i] = h;
   }
   return h;
 }
 
 void Model::backward(GraphContext& ctx, const Tensor& grad_logits) {
   SPGNN_CHECK(!outputs_.empty(), InvalidArgument, "Model::backward: no forward pass to go back through");
+  detail::ProfilePass pass(true);
+  const double p = last_training_ ? config_.dropout : 0.0;
   Tensor g = grad_logits;
   for (size_t i = layers_.size(); i-- > 0;) {
     g = layers_[i]->backward(ctx, g, i > 0);
     if (i == 0) break;
-    if (last_training_ && config_.dropout > 0)
-      dropout_backward_(g, config_.dropout, dropout_seed(config_.seed, last_step_, i));
-    activation_backward_(g, outputs_[i - 1], act_);
+    activation_dropout_backward_(g, outputs_[i - 1], act_, p, dropout_seed(config_.seed, last_step_, i));
+    if (maxk_act_ > 0) {
+      if (g.dtype() == DType::f64) {
+        mul_(g, masks_[i - 1]);
+      } else {
+        // d loss / d x at the kept positions (a gather through the identity), scattered back.
+        detail::ProfileScope prof(Phase::maxk_cbsr);
+        Tensor at_kept;
+        cbsr_sspmm(ctx.identity(), Tensor(), g, kept_[i - 1], at_kept, maxk_options(ctx));
+        g = maxk_backward(kept_[i - 1], at_kept, maxk_options(ctx));
+      }
+    }
   }
 }
 
@@ -129,6 +181,7 @@ std::string config_text(const ModelConfig& c) {
      << "\nclasses=" << c.classes << "\nlayers=" << c.layers << "\nheads=" << c.heads
      << "\nmaxk=" << c.maxk << "\ndropout=" << c.dropout << "\nattn_dropout=" << c.attn_dropout
      << "\nseed=" << c.seed << "\n";
+  if (c.train_eps) os << "train_eps=1\n";  // absent in checkpoints from before it existed
   return os.str();
 }
 
@@ -157,6 +210,7 @@ ModelConfig parse_config_text(const std::string& text, const std::string& path) 
     c.dropout = std::stod(need("dropout"));
     c.attn_dropout = std::stod(need("attn_dropout"));
     c.seed = std::stoull(need("seed"));
+    if (auto it = kv.find("train_eps"); it != kv.end()) c.train_eps = std::stoll(it->second) != 0;
   } catch (const std::logic_error& e) {
     throw FormatError(path + ": checkpoint config is malformed (" + e.what() + ")");
   }
@@ -288,6 +342,14 @@ TrainResult train(Model& model, const Dataset& data, const TrainConfig& config,
   auto sample_memory = [&] {
     if (dev.is_cuda()) peak = std::max(peak, device_memory_used(dev));
   };
+  // TF32 is process-wide in cuBLAS terms: set for this run, restored afterwards.
+  struct Tf32Guard {
+    bool prev = allow_tf32();
+    explicit Tf32Guard(bool on) { set_allow_tf32(on); }
+    ~Tf32Guard() { set_allow_tf32(prev); }
+  } tf32(config.allow_tf32);
+  std::unique_ptr<detail::Profiler> profiler;
+  if (config.profile) profiler = std::make_unique<detail::Profiler>(dev);
   Tensor grad;
   std::vector<double> times;
   auto params = model.parameters();
@@ -296,19 +358,26 @@ TrainResult train(Model& model, const Dataset& data, const TrainConfig& config,
     st.epoch = epoch;
     synchronize(dev);
     const auto t0 = std::chrono::steady_clock::now();
-    Tensor logits = model.forward(ctx, x, true, config.seed * 100003ULL + uint64_t(epoch));
-    sample_memory();
-    st.loss = log_softmax_nll(logits, y, train_idx, &grad);
-    model.backward(ctx, grad);
-    sample_memory();
-    for (Parameter* p : params) {
-      AdamParams a = config.adam;
-      if (!p->decay) a.weight_decay = 0;
-      adam_step(p->value, p->grad, p->m, p->v, epoch, a);
+    {
+      detail::ProfilerActivation active(profiler.get());
+      if (profiler) profiler->begin_epoch();
+      {  // the logits are released before the backward pass
+        const Tensor logits = model.forward(ctx, x, true, config.seed * 100003ULL + uint64_t(epoch));
+        sample_memory();
+        st.loss = log_softmax_nll(logits, y, train_idx, &grad);
+      }
+      model.backward(ctx, grad);
+      sample_memory();
+      for (Parameter* p : params) {
+        AdamParams a = config.adam;
+        if (!p->decay) a.weight_decay = 0;
+        adam_step(p->value, p->grad, p->m, p->v, epoch, a);
+      }
     }
     synchronize(dev);
     st.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     times.push_back(st.ms);
+    if (profiler) res.profile.push_back(profiler->end_epoch(st.ms));
     if (!std::isfinite(st.loss))
       throw Error("train: the loss became " + std::to_string(st.loss) + " at epoch " +
                   std::to_string(epoch) + " (learning rate " + std::to_string(config.adam.lr) +
@@ -350,6 +419,7 @@ TrainResult train(Model& model, const Dataset& data, const TrainConfig& config,
     res.median_ms = t[t.size() / 2];
   }
   res.peak_device_bytes = peak > mem_before ? peak - mem_before : 0;
+  if (!res.profile.empty()) res.profile_median = median_phase_times(res.profile);
   return res;
 }
 

@@ -9,10 +9,16 @@ namespace spgnn::nn::detail {
 
 // Row-major c[m, n] = op(a) * op(b) + beta * c with op(a) [m, k], op(b) [k, n].
 void cuda_gemm(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m,
-               int64_t n, int64_t k, float beta);
+               int64_t n, int64_t k, float beta, bool tf32);
 void cuda_add_bias(float* x, const float* bias, int64_t rows, int64_t cols);
 void cuda_column_sum(const float* x, float* out, int64_t rows, int64_t cols, float beta);
 void cuda_axpy(float* y, float alpha, const float* x, int64_t n);
+void cuda_copy_columns(const float* src, int64_t src_ld, float* dst, int64_t dst_ld, int64_t rows,
+                       int64_t cols);
+// y += (offset + s[0]) * x with s on the device.
+void cuda_add_scaled(float* y, const float* x, const float* s, float offset, int64_t n);
+// out[0] = sum a*b (+ beta * out[0]).
+void cuda_dot(const float* a, const float* b, int64_t n, float* out, float beta);
 // act: 1 relu, 2 elu.
 void cuda_activation(float* x, int64_t n, int act);
 void cuda_activation_backward(float* grad, const float* y, int64_t n, int act);
@@ -20,6 +26,11 @@ void cuda_dropout(const float* x, float* y, int64_t n, uint32_t threshold, float
                   uint64_t seed);
 void cuda_dropout_backward(float* grad, int64_t n, uint32_t threshold, float scale,
                            uint64_t seed);
+// act: 0 none, 1 relu, 2 elu; drop: apply the dropout mask (else threshold/scale are ignored).
+void cuda_activation_dropout(float* x, int64_t n, int act, bool drop, uint32_t threshold,
+                             float scale, uint64_t seed);
+void cuda_activation_dropout_backward(float* grad, const float* y, int64_t n, int act, bool drop,
+                                      uint32_t threshold, float scale, uint64_t seed);
 // Returns the summed loss and the number of counted rows (synchronises: one scalar per call).
 void cuda_log_softmax_nll(const float* logits, int64_t classes, const int64_t* y,
                           const int64_t* idx, int64_t m, float* grad, double* loss_sum,
@@ -34,5 +45,10 @@ void cuda_head_dot_backward(const float* x, const float* a, const float* grad_ou
                             float* grad_x, float* grad_a, int64_t n, int64_t heads, int64_t f);
 size_t cuda_memory_used(int device);
 void cuda_sync();
+// CUDA events on the default stream, for the phase profiler.
+void* cuda_event_create();
+void cuda_event_destroy(void* e) noexcept;
+void cuda_event_record(void* e);
+float cuda_event_elapsed_ms(void* begin, void* end);
 
 }  // namespace spgnn::nn::detail

@@ -1,7 +1,7 @@
 // CUDA side of the training engine: cuBLAS GEMM and the elementwise / row-wise kernels (bias,
-// activations, dropout, log-softmax + NLL, accuracy, Adam, per-head attention dots). They are
-// all memory-bound one-pass kernels, so one file keeps nvcc time low and a grid-stride loop with
-// 256 threads is enough: the sparse aggregation dominates an epoch, not these.
+// activations, dropout, log-softmax + NLL, accuracy, Adam, per-head attention dots, reductions).
+// They are memory-bound one-pass kernels (reductions: two deterministic passes), so one file
+// keeps nvcc time low and a grid-stride loop with 256 threads is enough.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -53,20 +53,54 @@ __global__ void add_bias_kernel(float* x, const float* b, int64_t n, int64_t col
     x[i] += b[i % cols];
 }
 
-// One thread per column, rows walked in a strided loop by the block's y dimension; partial sums
-// meet in shared memory. Coalesced: consecutive threads read consecutive columns of one row.
-__global__ void column_sum_kernel(const float* x, float* out, int64_t rows, int64_t cols, float beta) {
-  __shared__ float part[8][32];
-  const int64_t c = blockIdx.x * 32 + threadIdx.x;
+// Column sums (bias gradients, attention-vector gradients) in two deterministic passes: blocks
+// of 32 columns x 8 row lanes each reduce one slab of rows into partial[slab, col], then one
+// thread per column adds its slabs in a fixed order. A single block per 32 columns left 8 blocks
+// to stream a [233K, 256] gradient, latency-bound; slabs give every SM work.
+constexpr int kColTile = 32;
+constexpr int kRowLanes = 8;
+
+struct PlainLoad {
+  const float* x;
+  int64_t cols;
+  __device__ float operator()(int64_t r, int64_t c) const { return x[r * cols + c]; }
+};
+// grad_a[c] = sum_i gout[i, c / f] * x[i, c] (head_dot's backward).
+struct HeadLoad {
+  const float* x;
+  const float* gout;
+  int64_t heads, f, cols;
+  __device__ float operator()(int64_t r, int64_t c) const {
+    return gout[r * heads + c / f] * x[r * cols + c];
+  }
+};
+
+template <class Load>
+__global__ void column_partial_kernel(Load load, float* partial, int64_t rows, int64_t cols,
+                                      int64_t slab_rows) {
+  __shared__ float part[kRowLanes][kColTile + 1];
+  const int64_t c = blockIdx.x * int64_t(kColTile) + threadIdx.x;
+  const int64_t r0 = blockIdx.y * slab_rows;
+  const int64_t r1 = r0 + slab_rows < rows ? r0 + slab_rows : rows;
   float s = 0.f;
   if (c < cols)
-    for (int64_t r = threadIdx.y; r < rows; r += 8) s += x[r * cols + c];
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) s += load(r, c);
   part[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
     float t = 0.f;
-    for (int k = 0; k < 8; ++k) t += part[k][threadIdx.x];
-    out[c] = t + (beta == 0.f ? 0.f : beta * out[c]);
+    for (int k = 0; k < kRowLanes; ++k) t += part[k][threadIdx.x];
+    partial[blockIdx.y * cols + c] = t;
+  }
+}
+
+__global__ void column_finish_kernel(const float* partial, int64_t slabs, int64_t cols, float* out,
+                                     float beta) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols;
+       c += int64_t(gridDim.x) * blockDim.x) {
+    double t = 0;
+    for (int64_t k = 0; k < slabs; ++k) t += partial[k * cols + c];
+    out[c] = float(t) + (beta == 0.f ? 0.f : beta * out[c]);
   }
 }
 
@@ -99,6 +133,54 @@ __global__ void dropout_backward_kernel(float* g, int64_t n, uint32_t thr, float
     g[i] = dropout_keep(seed, uint64_t(i), thr) ? g[i] * scale : 0.f;
 }
 
+// x = dropout(act(x)) in place: one read and one write instead of three passes.
+__global__ void activation_dropout_kernel(float* x, int64_t n, int act, bool drop, uint32_t thr,
+                                          float scale, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    float v = x[i];
+    if (act == 1) v = v > 0.f ? v : 0.f;
+    else if (act == 2) v = v > 0.f ? v : expm1f(v);
+    if (drop) v = dropout_keep(seed, uint64_t(i), thr) ? v * scale : 0.f;
+    x[i] = v;
+  }
+}
+
+// From y = dropout(act(x)): ReLU's derivative is y > 0 (a dropped element is 0 too, so no mask is
+// recomputed); ELU's is e^x = act(x) + 1 = y / scale + 1 where kept.
+__global__ void activation_dropout_backward_kernel(float* g, const float* y, int64_t n, int act,
+                                                   bool drop, uint32_t thr, float scale,
+                                                   uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = y[i];
+    if (act == 1) {
+      g[i] = v > 0.f ? g[i] * scale : 0.f;
+      continue;
+    }
+    if (drop && !dropout_keep(seed, uint64_t(i), thr)) {
+      g[i] = 0.f;
+      continue;
+    }
+    float d = g[i] * scale;
+    if (act == 2 && !(v > 0.f)) d *= v / scale + 1.f;
+    g[i] = d;
+  }
+}
+
+__global__ void copy_columns_kernel(const float* src, int64_t src_ld, float* dst, int64_t dst_ld,
+                                    int64_t rows, int64_t cols) {
+  const int64_t total = rows * cols;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = t / cols, j = t - i * cols;
+    dst[i * dst_ld + j] = src[i * src_ld + j];
+  }
+}
+
+__global__ void add_scaled_kernel(float* y, const float* x, const float* s, float offset, int64_t n) {
+  const float a = offset + *s;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] += a * x[i];
+}
+
 __device__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
@@ -106,6 +188,36 @@ __device__ float warp_max(float v) {
 __device__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+// Dot product in two deterministic passes: block partials, then one thread adds them in order.
+// Accumulated in double: the result is one scalar (GIN's eps gradient) summing n * F products of
+// both signs, where float accumulation would lose the digits that cancellation leaves.
+__device__ double warp_sum_d(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__global__ void dot_partial_kernel(const float* a, const float* b, int64_t n, double* partial) {
+  __shared__ double warp_part[kThreads / kWarp];
+  double s = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    s += double(a[i]) * double(b[i]);
+  s = warp_sum_d(s);
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  if (lane == 0) warp_part[warp] = s;
+  __syncthreads();
+  if (warp == 0) {
+    double t = lane < kThreads / kWarp ? warp_part[lane] : 0.0;
+    t = warp_sum_d(t);
+    if (lane == 0) partial[blockIdx.x] = t;
+  }
+}
+
+__global__ void dot_finish_kernel(const double* partial, int64_t blocks, float* out, float beta) {
+  double t = 0;
+  for (int64_t k = 0; k < blocks; ++k) t += partial[k];
+  out[0] = float(t) + (beta == 0.f ? 0.f : beta * out[0]);
 }
 
 // One warp per selected row: max, log-sum-exp, loss and the unscaled gradient softmax - onehot
@@ -183,31 +295,16 @@ __global__ void head_dot_grad_x_kernel(const float* a, const float* gout, float*
     gx[t] += gout[t / f] * a[t % (heads * f)];
 }
 
-// grad_a[c] = sum_i gout[i, c / f] * x[i, c]: a column sum like the bias gradient.
-__global__ void head_dot_grad_a_kernel(const float* x, const float* gout, float* ga, int64_t n, int64_t heads, int64_t f) {
-  __shared__ float part[8][32];
-  const int64_t cols = heads * f;
-  const int64_t c = blockIdx.x * 32 + threadIdx.x;
-  float s = 0.f;
-  if (c < cols)
-    for (int64_t r = threadIdx.y; r < n; r += 8) s += gout[r * heads + c / f] * x[r * cols + c];
-  part[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    float t = 0.f;
-    for (int k = 0; k < 8; ++k) t += part[k][threadIdx.x];
-    ga[c] = t;
-  }
-}
-
 }  // namespace
 
 void cuda_gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t n,
-               int64_t k, float beta) {
+               int64_t k, float beta, bool tf32) {
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
   const float alpha = 1.f;
   const int lda = int(ta ? m : k), ldb = int(tb ? k : n);
-  SPGNN_CUBLAS_CHECK(cublasSgemm(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+  cublasHandle_t h = handle();
+  SPGNN_CUBLAS_CHECK(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  SPGNN_CUBLAS_CHECK(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                  int(n), int(m), int(k), &alpha, b, ldb, a, lda, &beta, c, int(n)));
 }
 
@@ -218,15 +315,66 @@ void cuda_add_bias(float* x, const float* bias, int64_t rows, int64_t cols) {
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+// Grow-only scratch per device for the partial sums of the two-pass reductions. Every engine
+// kernel runs on the default stream, so one buffer per device is reused in stream order.
+float* scratch(size_t floats) {
+  thread_local spgnn::detail::DeviceBuffer bufs[16];
+  int dev = 0;
+  SPGNN_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 16) throw DeviceError("nn scratch cache holds devices 0..15");
+  bufs[dev].reserve(floats * sizeof(float));
+  return static_cast<float*>(bufs[dev].get());
+}
+
+template <class Load>
+void column_reduce(Load load, int64_t rows, int64_t cols, float* out, float beta) {
+  const int64_t tiles = ceil_div<int64_t>(cols, kColTile);
+  // About 1024 blocks in all (several per SM), slabs of at least 64 rows.
+  int64_t slabs = std::min<int64_t>(std::max<int64_t>(1, ceil_div<int64_t>(rows, 64)),
+                                    std::max<int64_t>(1, 1024 / tiles));
+  slabs = std::min<int64_t>(slabs, 65535);
+  const int64_t slab_rows = std::max<int64_t>(1, ceil_div<int64_t>(rows, slabs));
+  slabs = std::max<int64_t>(1, ceil_div<int64_t>(rows, slab_rows));
+  float* partial = scratch(size_t(slabs * cols));
+  column_partial_kernel<<<dim3(unsigned(tiles), unsigned(slabs)), dim3(kColTile, kRowLanes)>>>(
+      load, partial, rows, cols, slab_rows);
+  SPGNN_CUDA_CHECK_LAUNCH();
+  column_finish_kernel<<<blocks_for(cols), kThreads>>>(partial, slabs, cols, out, beta);
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+}  // namespace
+
 void cuda_column_sum(const float* x, float* out, int64_t rows, int64_t cols, float beta) {
   if (cols == 0) return;
-  column_sum_kernel<<<unsigned(ceil_div<int64_t>(cols, 32)), dim3(32, 8)>>>(x, out, rows, cols, beta);
-  SPGNN_CUDA_CHECK_LAUNCH();
+  column_reduce(PlainLoad{x, cols}, rows, cols, out, beta);
 }
 
 void cuda_axpy(float* y, float alpha, const float* x, int64_t n) {
   if (n == 0) return;
   axpy_kernel<<<blocks_for(n), kThreads>>>(y, alpha, x, n);
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+
+void cuda_copy_columns(const float* src, int64_t src_ld, float* dst, int64_t dst_ld, int64_t rows,
+                       int64_t cols) {
+  if (rows * cols == 0) return;
+  copy_columns_kernel<<<blocks_for(rows * cols), kThreads>>>(src, src_ld, dst, dst_ld, rows, cols);
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+
+void cuda_add_scaled(float* y, const float* x, const float* s, float offset, int64_t n) {
+  if (n == 0) return;
+  add_scaled_kernel<<<blocks_for(n), kThreads>>>(y, x, s, offset, n);
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+
+void cuda_dot(const float* a, const float* b, int64_t n, float* out, float beta) {
+  const int64_t blocks = std::min<int64_t>(blocks_for(n), 1024);
+  double* partial = reinterpret_cast<double*>(scratch(size_t(2 * blocks)));
+  dot_partial_kernel<<<unsigned(blocks), kThreads>>>(a, b, n, partial);
+  SPGNN_CUDA_CHECK_LAUNCH();
+  dot_finish_kernel<<<1, 1>>>(partial, blocks, out, beta);
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 
@@ -251,6 +399,21 @@ void cuda_dropout(const float* x, float* y, int64_t n, uint32_t thr, float scale
 void cuda_dropout_backward(float* grad, int64_t n, uint32_t thr, float scale, uint64_t seed) {
   if (n == 0) return;
   dropout_backward_kernel<<<blocks_for(n), kThreads>>>(grad, n, thr, scale, seed);
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+
+void cuda_activation_dropout(float* x, int64_t n, int act, bool drop, uint32_t thr, float scale,
+                             uint64_t seed) {
+  if (n == 0) return;
+  activation_dropout_kernel<<<blocks_for(n), kThreads>>>(x, n, act, drop, thr, scale, seed);
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+
+void cuda_activation_dropout_backward(float* grad, const float* y, int64_t n, int act, bool drop,
+                                      uint32_t thr, float scale, uint64_t seed) {
+  if (n == 0) return;
+  activation_dropout_backward_kernel<<<blocks_for(n), kThreads>>>(grad, y, n, act, drop, thr,
+                                                                  scale, seed);
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 
@@ -324,8 +487,7 @@ void cuda_head_dot_backward(const float* x, const float* a, const float* grad_ou
     head_dot_grad_x_kernel<<<blocks_for(n * cols), kThreads>>>(a, grad_out, grad_x, n, heads, f);
     SPGNN_CUDA_CHECK_LAUNCH();
   }
-  head_dot_grad_a_kernel<<<unsigned(ceil_div<int64_t>(cols, 32)), dim3(32, 8)>>>(x, grad_out, grad_a, n, heads, f);
-  SPGNN_CUDA_CHECK_LAUNCH();
+  column_reduce(HeadLoad{x, grad_out, heads, f, cols}, n, cols, grad_a, 0.f);
 }
 
 size_t cuda_memory_used(int device) {
@@ -340,5 +502,21 @@ size_t cuda_memory_used(int device) {
 }
 
 void cuda_sync() { SPGNN_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+void* cuda_event_create() {
+  cudaEvent_t e = nullptr;
+  SPGNN_CUDA_CHECK(cudaEventCreate(&e));
+  return static_cast<void*>(e);
+}
+
+void cuda_event_destroy(void* e) noexcept { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
+
+void cuda_event_record(void* e) { SPGNN_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e), 0)); }
+
+float cuda_event_elapsed_ms(void* begin, void* end) {
+  float ms = 0.f;
+  SPGNN_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(begin), static_cast<cudaEvent_t>(end)));
+  return ms;
+}
 
 }  // namespace spgnn::nn::detail

@@ -1,7 +1,9 @@
 // The training engine on the GPU against the same engine on the CPU: every dense building block
-// (cuBLAS GEMM, bias, activations, dropout masks, log-softmax + NLL, accuracy, Adam, attention
-// dots), every layer's forward and backward (GCN, SAGE, GIN, GAT, MaxK variants) on graphs of
-// every shape, and a short training run. Outputs are poisoned with NaN before each GPU run.
+// (cuBLAS GEMM, bias, activations, dropout masks, fused activation + dropout, column sums, dots,
+// log-softmax + NLL, accuracy, Adam, attention dots), every layer's forward and backward (GCN,
+// SAGE, GIN with fixed and trainable eps, GAT, MaxK variants) on graphs of every shape, whole
+// models (MaxK between GAT layers too), and a short training run with the phase profile.
+// Outputs are poisoned with NaN before each GPU run.
 // SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and the case list.
 #include <gtest/gtest.h>
 
@@ -27,6 +29,18 @@ using nn::ConvKind;
 }
 
 const Device kGpu = Device::cuda();
+
+// GIN's eps gradient is one sum of n * F products of both signs, so cancellation leaves float32
+// fewer correct digits than the tensors have: it is compared with an absolute floor.
+void expect_grad_close(const nn::Parameter& got, const nn::Parameter& want, double rel) {
+  if (got.name != "eps") {
+    EXPECT_LT(rel_error(got.grad, want.grad), rel) << "grad " << got.name;
+    return;
+  }
+  const double a = got.grad.to(Device::cpu()).astype(DType::f64).data<double>()[0];
+  const double b = want.grad.to(Device::cpu()).astype(DType::f64).data<double>()[0];
+  EXPECT_NEAR(a, b, 1e-4 * (1 + std::fabs(b))) << "grad eps";
+}
 
 Tensor poisoned_gpu(std::vector<int64_t> shape) {
   return Tensor::full(std::move(shape), DType::f32, NAN, kGpu);
@@ -98,6 +112,51 @@ TEST(NnGpuFunctional, ElementwiseAndRowwiseKernelsMatchCpu) {
   }
 }
 
+// The two-pass column sums (slabs of rows) on tall operands, the fused activation + dropout
+// passes and the device-scalar helpers against the host.
+TEST(NnGpuFunctional, ReductionsAndFusedPassesMatchCpu) {
+  SPGNN_REQUIRE_GPU();
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{100003, 41}, {20011, 256}, {3, 300}, {0, 5}}) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+    Tensor x = random_tensor({rows, cols}, seed_for(60));
+    Tensor hs, ds = poisoned_gpu({cols});
+    nn::column_sum(x, hs);
+    nn::column_sum(x.to(kGpu), ds);
+    EXPECT_LT(rel_error(ds, hs), 1e-5) << "column_sum";
+    Tensor hb = random_tensor({cols}, seed_for(61)), db = hb.to(kGpu);
+    nn::column_sum(x, hb, 0.5);
+    nn::column_sum(x.to(kGpu), db, 0.5);
+    EXPECT_LT(rel_error(db, hb), 1e-5) << "column_sum, beta = 0.5";
+    if (rows == 0) continue;
+    for (auto act : {nn::Activation::none, nn::Activation::relu, nn::Activation::elu}) {
+      for (double p : {0.0, 0.5}) {
+        Tensor hy = x.clone(), dy = x.to(kGpu);
+        nn::activation_dropout_(hy, act, p, 5);
+        nn::activation_dropout_(dy, act, p, 5);
+        EXPECT_LT(rel_error(dy, hy), 1e-6) << "activation_dropout_ act " << int(act) << " p " << p;
+        Tensor hg = random_tensor({rows, cols}, seed_for(62)), dg = hg.to(kGpu);
+        nn::activation_dropout_backward_(hg, hy, act, p, 5);
+        nn::activation_dropout_backward_(dg, dy, act, p, 5);
+        EXPECT_LT(rel_error(dg, hg), 1e-5) << "activation_dropout_backward_ act " << int(act) << " p " << p;
+      }
+    }
+    Tensor y = random_tensor({rows, cols}, seed_for(63));
+    Tensor hd, dd = poisoned_gpu({1});
+    nn::dot(x, y, hd);
+    nn::dot(x.to(kGpu), y.to(kGpu), dd);
+    EXPECT_LT(rel_error(dd, hd), 1e-5) << "dot";
+    Tensor wide = random_tensor({rows, cols + 3}, seed_for(64)), dwide = wide.to(kGpu);
+    nn::copy_columns(x, wide, cols);
+    nn::copy_columns(x.to(kGpu), dwide, cols);
+    EXPECT_EQ(rel_error(dwide, wide), 0.0) << "copy_columns";
+    Tensor s = Tensor::full({1}, DType::f32, -0.375);
+    Tensor ha = y.clone(), da = y.to(kGpu);
+    nn::add_scaled_(ha, x, s, 1.0);
+    nn::add_scaled_(da, x.to(kGpu), s.to(kGpu), 1.0);
+    EXPECT_LT(rel_error(da, ha), 1e-6) << "add_scaled_";
+  }
+}
+
 TEST(NnGpuFunctional, LossAccuracyAdamHeadDotMatchCpu) {
   SPGNN_REQUIRE_GPU();
   const int64_t n = 2000, c = 7;
@@ -139,8 +198,10 @@ struct LayerCase {
   ConvKind kind;
   int64_t maxk;
   int64_t heads;
+  bool train_eps = false;
   std::string name() const {
-    return std::string(nn::conv_name(kind)) + (maxk ? "_maxk" : "") + (heads > 1 ? "_heads" : "");
+    return std::string(nn::conv_name(kind)) + (maxk ? "_maxk" : "") + (heads > 1 ? "_heads" : "") +
+           (train_eps ? "_train_eps" : "");
   }
 };
 
@@ -162,6 +223,7 @@ TEST_P(NnGpuLayer, ForwardAndBackwardMatchCpu) {
       s.out = out;
       s.heads = c.heads;
       s.maxk = c.maxk;
+      s.train_eps = c.train_eps;
       s.gin_eps = 0.1;
       s.seed = 5;
       nn::GraphContext hctx(g, Device::cpu()), dctx(g, kGpu);
@@ -176,8 +238,7 @@ TEST_P(NnGpuLayer, ForwardAndBackwardMatchCpu) {
       Tensor ddx = dl->backward(dctx, r.to(kGpu), true);
       EXPECT_LT(rel_error(ddx, hdx), 1e-5) << "grad x";
       auto hp = hl->parameters(), dp = dl->parameters();
-      for (size_t i = 0; i < hp.size(); ++i)
-        EXPECT_LT(rel_error(dp[i]->grad, hp[i]->grad), 1e-5) << "grad " << hp[i]->name;
+      for (size_t i = 0; i < hp.size(); ++i) expect_grad_close(*dp[i], *hp[i], 1e-5);
     }
   }
 }
@@ -185,8 +246,59 @@ INSTANTIATE_TEST_SUITE_P(Layers, NnGpuLayer,
                          ::testing::Values(LayerCase{ConvKind::gcn, 0, 1}, LayerCase{ConvKind::sage, 0, 1},
                                            LayerCase{ConvKind::gin, 0, 1}, LayerCase{ConvKind::gat, 0, 1},
                                            LayerCase{ConvKind::gat, 0, 4}, LayerCase{ConvKind::gcn, 4, 1},
-                                           LayerCase{ConvKind::sage, 4, 1}, LayerCase{ConvKind::gin, 4, 1}),
+                                           LayerCase{ConvKind::sage, 4, 1}, LayerCase{ConvKind::gin, 4, 1},
+                                           LayerCase{ConvKind::gin, 0, 1, true},
+                                           LayerCase{ConvKind::gin, 4, 1, true}),
                          [](const auto& pinfo) { return pinfo.param.name(); });
+
+// Whole models on the GPU against the same model on the CPU: the fused activation + dropout
+// passes between layers, reused buffers over two steps, MaxK between GAT layers, GIN's trainable
+// eps (with and without MaxK).
+TEST(NnGpuModel, ForwardAndBackwardMatchCpu) {
+  SPGNN_REQUIRE_GPU();
+  struct Case {
+    ConvKind kind;
+    int64_t maxk;
+    bool train_eps;
+  };
+  for (const Case& c : {Case{ConvKind::sage, 0, false}, Case{ConvKind::gcn, 0, false},
+                        Case{ConvKind::sage, 8, false}, Case{ConvKind::gat, 6, false},
+                        Case{ConvKind::gat, 0, false}, Case{ConvKind::gin, 0, true},
+                        Case{ConvKind::gin, 8, true}}) {
+    SCOPED_TRACE(std::string(nn::conv_name(c.kind)) + " maxk " + std::to_string(c.maxk) +
+                 (c.train_eps ? " train_eps" : ""));
+    // MaxK picks the k largest of each row: CPU and GPU GEMMs round differently, so a near tie
+    // at the k-th value may select differently; fewer rows keep such a tie unlikely.
+    const int64_t n = quick() || c.maxk > 0 ? 300 : 2000;
+    Graph g = random_graph(GraphKind::rmat, n, seed_for(70), false);
+    nn::ModelConfig mc;
+    mc.kind = c.kind;
+    mc.in = 37;
+    mc.hidden = 24;
+    mc.classes = 5;
+    mc.layers = 3;
+    mc.heads = 2;
+    mc.maxk = c.maxk;
+    mc.train_eps = c.train_eps;
+    mc.attn_dropout = 0;
+    mc.seed = 3;
+    nn::GraphContext hctx(g, Device::cpu()), dctx(g, kGpu);
+    nn::Model hm(mc, DType::f32, Device::cpu()), dm(mc, DType::f32, kGpu);
+    Tensor x = random_tensor({g.n_rows, mc.in}, seed_for(71));
+    const Tensor dx = x.to(kGpu);
+    for (uint64_t step : {1, 2}) {  // the second step runs in the buffers of the first
+      Tensor hl = hm.forward(hctx, x, true, step);
+      Tensor dl = dm.forward(dctx, dx, true, step);
+      EXPECT_LT(rel_error(dl, hl), 1e-4) << "logits, step " << step;
+      Tensor r = random_tensor({g.n_rows, mc.classes}, seed_for(72 + int(step)));
+      hm.backward(hctx, r);
+      dm.backward(dctx, r.to(kGpu));
+      auto hp = hm.parameters(), dp = dm.parameters();
+      ASSERT_EQ(hp.size(), dp.size());
+      for (size_t i = 0; i < hp.size(); ++i) expect_grad_close(*dp[i], *hp[i], 1e-4);
+    }
+  }
+}
 
 TEST(NnGpuTrain, BuiltinDatasetTrainsOnTheGpuLikeOnTheCpu) {
   SPGNN_REQUIRE_GPU();
@@ -201,12 +313,27 @@ TEST(NnGpuTrain, BuiltinDatasetTrainsOnTheGpuLikeOnTheCpu) {
     mc.seed = seed_for(50);
     nn::TrainConfig tc;
     tc.epochs = quick() ? 5 : 60;
+    tc.profile = kind == ConvKind::sage;
     nn::Model model(mc, DType::f32, kGpu);
     const nn::TrainResult r = nn::train(model, d, tc);
     if (!quick()) {
       EXPECT_GE(r.test_acc_at_best, 0.8) << nn::conv_name(kind);
     }
     EXPECT_GT(r.median_ms, 0);
+    if (tc.profile) {
+      // CUDA-event spans lie inside the synchronised epoch: they cannot add up to more than it
+      // (a little slack for the two clocks).
+      ASSERT_EQ(r.profile.size(), size_t(tc.epochs));
+      for (const nn::PhaseTimes& t : r.profile) {
+        double covered = 0;
+        for (double v : t.ms) covered += v;
+        EXPECT_LE(covered, t.total_ms * 1.05 + 0.05);
+        EXPECT_GT(t[nn::Phase::aggregate_forward], 0.0);
+        EXPECT_GT(t[nn::Phase::aggregate_backward], 0.0);
+        EXPECT_GT(t[nn::Phase::dense_gemm], 0.0);
+        EXPECT_GT(t[nn::Phase::optimizer], 0.0);
+      }
+    }
     std::cout << nn::conv_name(kind) << ": test " << r.test_acc_at_best << ", " << r.median_ms
               << " ms/epoch, peak +" << r.peak_device_bytes << " B (sampled)\n";
   }

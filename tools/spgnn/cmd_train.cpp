@@ -1,7 +1,8 @@
 // spgnn train: full-batch node classification with GCN / GraphSAGE / GIN / GAT (+ MaxK) on the
 // built-in dataset, a dataset directory, an OGB raw directory or any graph with synthetic
 // features; a progress line per epoch, then test accuracy at the best validation epoch, median
-// ms per epoch and peak GPU memory (table or --format json).
+// ms per epoch and peak GPU memory (table or --format json); --profile adds where an epoch's
+// time goes, phase by phase.
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "spgnn/commands.hpp"
 #include "spgnn/common.hpp"
 #include "spgnn/nn/model.hpp"
+#include "spgnn/tune.hpp"
 
 namespace spgnn::cli {
 
@@ -32,6 +34,8 @@ struct TrainOpts {
   int64_t features = 64, classes = 8;
   std::string split;
   int64_t eval_every = 1;
+  bool tune = false;
+  bool profile = false, train_eps = false, tf32 = false;
 };
 
 Dataset load_training_data(const TrainOpts& o, bool show_progress) {
@@ -84,6 +88,19 @@ void print_progress(const nn::EpochStats& s, int64_t epochs, bool tty) {
   std::fflush(stderr);
 }
 
+// Medians per phase over the training epochs; shares are of the median epoch.
+void print_profile(const nn::TrainResult& r, Device dev) {
+  const nn::PhaseTimes& m = r.profile_median;
+  std::printf("profile       median of %zu epochs (%s)\n", r.profile.size(),
+              dev.is_cuda() ? "CUDA events" : "steady clock");
+  auto row = [&](const char* label, double ms) {
+    std::printf("  %-26s %10.3f ms  %5.1f%%\n", label, ms, m.total_ms > 0 ? 100.0 * ms / m.total_ms : 0.0);
+  };
+  for (size_t k = 0; k < nn::kNumPhases; ++k) row(nn::phase_label(nn::Phase(k)), m.ms[k]);
+  row("other (host, gaps)", m.other_ms);
+  row("epoch", m.total_ms);
+}
+
 void run_train(const TrainOpts& o) {
   const bool json = o.format == "json";
   const bool tty = isatty(STDERR_FILENO);
@@ -105,6 +122,7 @@ void run_train(const TrainOpts& o) {
   mc.dropout = o.dropout;
   mc.attn_dropout = o.attn_dropout;
   mc.seed = o.seed;
+  mc.train_eps = o.train_eps;
   nn::Model model(mc, DType::f32, dev);
   if (!o.load.empty()) model.load(o.load);
 
@@ -114,7 +132,12 @@ void run_train(const TrainOpts& o) {
   tc.adam.weight_decay = o.weight_decay;
   tc.seed = o.seed;
   tc.eval_every = o.eval_every;
+  tc.profile = o.profile;
+  tc.allow_tf32 = o.tf32;
   tc.options.schedule = parse_schedule(o.strategy);
+  // --tune: `auto` tunes each (graph, op, width) the tuning cache does not know yet, once, on
+  // the tuner's own tensors, and stores it (spgnn tune --show-cache lists the entries).
+  if (o.tune) set_tune_on_miss(true);
   // Bag-of-words features (the real datasets) are row-normalised as in the GCN/GAT papers;
   // generated and synthetic features are used as they are.
   const bool real = o.dataset != "builtin" && !is_generator_spec(o.dataset) && data.name.find("synthetic") == std::string::npos;
@@ -158,6 +181,20 @@ void run_train(const TrainOpts& o) {
     j["final_train_acc"] = last.train_acc;
     j["ms_per_epoch"] = r.median_ms;
     j["peak_gpu_bytes"] = r.peak_device_bytes;
+    j["tf32"] = o.tf32;
+    j["train_eps"] = o.train_eps;
+    if (o.profile && !r.profile.empty()) {
+      nlohmann::json pj;
+      pj["timer"] = dev.is_cuda() ? "cuda_events" : "steady_clock";
+      pj["epochs"] = r.profile.size();
+      nlohmann::json med;
+      for (size_t k = 0; k < nn::kNumPhases; ++k)
+        med[nn::phase_name(nn::Phase(k))] = r.profile_median.ms[k];
+      med["other"] = r.profile_median.other_ms;
+      med["total"] = r.profile_median.total_ms;
+      pj["median_ms"] = med;
+      j["profile"] = pj;
+    }
     nlohmann::json hist = nlohmann::json::array();
     for (const auto& s : r.history)
       hist.push_back({{"epoch", s.epoch}, {"loss", s.loss}, {"train_acc", s.train_acc},
@@ -170,6 +207,7 @@ void run_train(const TrainOpts& o) {
               r.test_acc_at_best, r.best_val_acc, (long long)r.best_epoch);
   if (o.epochs > 0) std::printf("time          %.3f ms/epoch (median of %lld)\n", r.median_ms, (long long)o.epochs);
   if (dev.is_cuda()) std::printf("GPU memory    %s peak (sampled)\n", human_bytes(double(r.peak_device_bytes)).c_str());
+  if (o.profile && !r.profile.empty()) print_profile(r, dev);
   if (!o.save.empty()) std::printf("saved         %s\n", o.save.c_str());
 }
 
@@ -182,7 +220,8 @@ void register_train(CLI::App& app) {
   cmd->add_option("--model", o->model, "gcn, sage, gin or gat")
       ->check(CLI::IsMember({"gcn", "sage", "graphsage", "gin", "gat"}))->capture_default_str();
   cmd->add_option("--dataset", o->dataset,
-                  "builtin, a dataset directory (x.npy, y.npy, edge_index.npy, *_idx.npy), an OGB "
+                  "builtin, a dataset directory (x.npy, y.npy, edge_index.npy, *_idx.npy or "
+                  "*_mask.npy), an OGB "
                   "raw directory, a graph file or spec (synthetic features)")->capture_default_str();
   cmd->add_option("--maxk", o->maxk, "MaxK: keep the k largest hidden features instead of ReLU (0 = off)")
       ->capture_default_str();
@@ -213,6 +252,13 @@ void register_train(CLI::App& app) {
   cmd->add_option("--split", o->split, "OGB split scheme folder (default: the one present)");
   cmd->add_option("--eval-every", o->eval_every, "evaluate every N epochs (0: only at the end)")
       ->capture_default_str();
+  cmd->add_flag("--profile", o->profile, "after training, print where an epoch's time goes (medians "
+                                         "per phase; CUDA events on the GPU)");
+  cmd->add_flag("--train-eps", o->train_eps, "GIN: train eps (PyG's GINConv(train_eps=True))");
+  cmd->add_flag("--tf32", o->tf32, "GPU GEMMs on TF32 tensor cores (faster, ~1e-3 relative error; "
+                                   "off by default, not for FP32 comparisons)");
+  cmd->add_flag("--tune", o->tune, "auto: tune and cache each sparse op shape the tuning cache "
+                                   "does not know yet (first epoch is slower)");
   cmd->callback([o] { run_train(*o); });
 }
 

@@ -18,6 +18,11 @@ namespace spgnn::nn {
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
           double beta = 0);
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// Opt-in TF32 tensor cores for cuBLAS GEMMs (process-wide; off by default). Inputs are rounded
+// to 10 mantissa bits, so results differ from FP32 by ~1e-3 relative: never on for comparisons
+// with FP32 frameworks.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
 
 // x[i, j] += bias[j].
 void add_bias_(Tensor& x, const Tensor& bias);
@@ -25,6 +30,15 @@ void add_bias_(Tensor& x, const Tensor& bias);
 void column_sum(const Tensor& x, Tensor& out, double beta = 0);
 // y += alpha * x (same shape).
 void axpy_(Tensor& y, double alpha, const Tensor& x);
+// dst[i, j] = src[i, j] for j < cols, between row-major matrices of the same row count and any
+// widths >= cols (padding a width with columns that stay as they are, or narrowing it).
+void copy_columns(const Tensor& src, Tensor& dst, int64_t cols);
+// y += (offset + s[0]) * x, with the scalar s ([1]) read where it lives: a trainable scalar
+// (GIN's epsilon) scales a tensor without a copy to the host.
+void add_scaled_(Tensor& y, const Tensor& x, const Tensor& s, double offset);
+// out[0] = sum_i a[i] * b[i] (+ beta * out[0]); `out` is [1] on the operands' device (allocated
+// when undefined, then beta must be 0).
+void dot(const Tensor& a, const Tensor& b, Tensor& out, double beta = 0);
 
 enum class Activation : uint8_t { none, relu, elu };
 // In place; the backward reads the activation's output y (both are invertible from y).
@@ -34,7 +48,17 @@ void activation_backward_(Tensor& grad, const Tensor& y, Activation act);
 // Inverted dropout with a counter-based mask: element i is kept when hash(seed, i) >= p, so the
 // backward recomputes the mask instead of storing it, and host and GPU drop the same elements.
 Tensor dropout(const Tensor& x, double p, uint64_t seed);
+// The same into `out` (allocated when undefined or of another shape): a buffer kept across epochs.
+void dropout(const Tensor& x, double p, uint64_t seed, Tensor& out);
 void dropout_backward_(Tensor& grad, double p, uint64_t seed);
+
+// x = dropout(act(x), p, seed) in one pass, in place (p = 0: the activation only).
+void activation_dropout_(Tensor& x, Activation act, double p, uint64_t seed);
+// The gradient through activation_dropout_, from its output y: grad = d loss / d y on entry,
+// d loss / d x on return. ReLU needs no mask (y > 0 exactly where the element was kept and
+// positive); ELU recomputes the mask from the seed.
+void activation_dropout_backward_(Tensor& grad, const Tensor& y, Activation act, double p,
+                                  uint64_t seed);
 
 // Mean negative log-likelihood of log_softmax(logits) over the rows `idx` (int64, on the
 // logits' device) with labels `y` ([n] int64; rows with label < 0 are skipped). When `grad` is
@@ -67,6 +91,14 @@ void head_dot_backward(const Tensor& x, const Tensor& a, int64_t heads, const Te
 // through gspmm (the op's strategies, `options.schedule`); float64 (host only) uses a plain loop.
 Tensor aggregate(const Graph& g, const Tensor& w, Reduce reduce, const Tensor& x,
                  const OpOptions& options = {});
+// The same into `out` ([n_rows, F]; allocated when undefined or of another shape).
+void aggregate(const Graph& g, const Tensor& w, Reduce reduce, const Tensor& x, Tensor& out,
+               const OpOptions& options = {});
+
+// MaxK on the engine's float64 path (host): a 0/1 mask of the k largest entries of each row of
+// x, ties to the lower column as in spgnn::maxk; and x *= mask elementwise (host tensors).
+Tensor maxk_mask_f64(const Tensor& x, int64_t k);
+void mul_(Tensor& x, const Tensor& mask);
 
 // float64 reference of GAT aggregation (host only; no attention dropout), with the semantics of
 // spgnn::gat_aggregate: the engine's double-precision path for gradient checks.

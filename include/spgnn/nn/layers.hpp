@@ -22,7 +22,8 @@ struct Parameter {
 };
 
 // The graph of one training run on one device and the normalised / transposed variants the
-// layers need, each built on first use and kept (transposes are the expensive part: a sort).
+// layers need, each built on first use and kept (transposes are the expensive part: a sort, and
+// a copy of the graph in device memory, so a direction nobody asks for is never built).
 class GraphContext {
  public:
   // `g` is used as a pattern (its values are ignored); it must be square.
@@ -41,6 +42,9 @@ class GraphContext {
   const Graph& gin(double eps, bool transposed);
   // Pattern with exactly one self loop per vertex (GAT attends to itself too, as in PyG).
   const Graph& loops(bool transposed);
+  // The n x n identity pattern: cbsr_sspmm over it gathers a dense matrix at a CBSR's kept
+  // positions (the backward of MaxK used as a plain nonlinearity, and of GIN's self term).
+  const Graph& identity();
 
  private:
   struct Pair {
@@ -51,7 +55,7 @@ class GraphContext {
   Device device_;
   OpOptions options_;
   int64_t n_ = 0;
-  Pair plain_, gcn_, mean_, gin_, loops_;
+  Pair plain_, gcn_, mean_, gin_, loops_, identity_;
   double gin_eps_ = 0;
 };
 
@@ -66,7 +70,8 @@ struct ConvSpec {
   float attn_dropout = 0.f;   // GAT, on the softmax weights while training
   float negative_slope = 0.2f;
   int64_t gin_hidden = 0;     // GIN's MLP hidden width (0: out)
-  double gin_eps = 0;         // GIN: (1 + eps) * x + sum of neighbours
+  double gin_eps = 0;         // GIN: (1 + eps) * x + sum of neighbours (the initial eps when trained)
+  bool train_eps = false;     // GIN: eps is a trainable parameter (PyG's GINConv(train_eps=True))
   int64_t maxk = 0;           // > 0: keep the k largest hidden features (MaxK) before aggregation
   uint64_t seed = 1;          // initialisation
 };
@@ -81,11 +86,23 @@ class Layer {
   virtual std::vector<Parameter*> parameters() = 0;
   virtual int64_t out_width() const = 0;
   virtual std::string describe() const = 0;
+  // When set, forward writes its output (backward: its input gradient) into a buffer the layer
+  // keeps and overwrites on the next call instead of allocating a tensor per call (on the GPU a
+  // cudaMalloc, and a cudaFree that synchronises the device). For callers that consume each
+  // result before the next call, as Model does; off by default.
+  void reuse_buffers(bool output, bool input_grad) {
+    reuse_out_ = output;
+    reuse_dx_ = input_grad;
+  }
+
+ protected:
+  bool reuse_out_ = false, reuse_dx_ = false;
 };
 
 // GCNConv: A_hat (x W) + b with A_hat = D^-1/2 (A + I) D^-1/2 (transform first when it narrows).
 // SAGEConv: mean_{u in N(v)} x_u W_n + x_v W_r + b.
-// GINConv: MLP((1 + eps) x_v + sum_{u in N(v)} x_u), MLP = Linear, ReLU, Linear.
+// GINConv: MLP((1 + eps) x_v + sum_{u in N(v)} x_u), MLP = Linear, ReLU, Linear; eps fixed (on
+// the graph's diagonal) or, with train_eps, a parameter "eps" (the self term added separately).
 // GATConv: heads of softmax_u(LeakyReLU(a_l . W x_u + a_r . W x_v)) W x_u, concatenated, + b.
 // With spec.maxk > 0 the transformed features pass through MaxK (top-k per row, CBSR) and are
 // aggregated by cbsr_spgemm; the layer then has no other nonlinearity (MaxK replaces ReLU).

@@ -10,6 +10,7 @@
 #include "spgnn/graph.hpp"
 #include "spgnn/nn/functional.hpp"
 #include "spgnn/nn/layers.hpp"
+#include "spgnn/nn/profile.hpp"
 
 namespace spgnn::nn {
 
@@ -18,7 +19,10 @@ struct ModelConfig {
   int64_t in = 0, hidden = 16, classes = 0;
   int64_t layers = 2;
   int64_t heads = 8;         // GAT hidden layers (the output layer has one head)
-  int64_t maxk = 0;          // > 0: MaxK (k of hidden) instead of ReLU in hidden layers
+  int64_t maxk = 0;          // > 0: MaxK (k of hidden) instead of ReLU in hidden layers: before
+                             // the aggregation (CBSR kernels) for gcn/sage/gin; for gat, as the
+                             // nonlinearity between layers (k of heads * hidden)
+  bool train_eps = false;    // GIN: trainable eps (PyG's GINConv(train_eps=True)), starting at 0
   double dropout = 0.5;      // on each layer's input while training
   double attn_dropout = -1;  // GAT; < 0 means "same as dropout"
   uint64_t seed = 1;         // initialisation and dropout masks
@@ -32,6 +36,8 @@ class Model {
   Device device() const { return device_; }
   DType dtype() const { return dtype_; }
   // Logits [n, classes]. `step` picks the dropout masks (reproducible for a seed and step).
+  // Hidden activations live in buffers the model reuses on the next forward; the logits are a
+  // fresh tensor every call.
   Tensor forward(GraphContext& ctx, const Tensor& x, bool training, uint64_t step = 0);
   // Back-propagates d loss / d logits of the last forward; fills every parameter's grad.
   void backward(GraphContext& ctx, const Tensor& grad_logits);
@@ -53,8 +59,12 @@ class Model {
   Device device_;
   std::vector<std::unique_ptr<Layer>> layers_;
   Activation act_ = Activation::relu;
+  int64_t maxk_act_ = 0;  // GAT + MaxK: MaxK between layers instead of act_
   // Saved by forward for backward.
-  std::vector<Tensor> outputs_;  // activated output of each hidden layer
+  std::vector<Tensor> outputs_;  // input of layer i + 1: dropout(act(output of layer i))
+  std::vector<Cbsr> kept_;       // GAT + MaxK (float32): the kept entries of each hidden output
+  std::vector<Tensor> masks_;    // GAT + MaxK (float64): their 0/1 masks
+  Tensor x_drop_;                // the first layer's dropped-out input, reused every epoch
   uint64_t last_step_ = 0;
   bool last_training_ = false;
 };
@@ -66,6 +76,8 @@ struct TrainConfig {
   int64_t eval_every = 1;           // 0: evaluate only after the last epoch
   uint64_t seed = 1;
   OpOptions options;                // schedule of the sparse ops
+  bool profile = false;             // time every phase of the training step (TrainResult::profile)
+  bool allow_tf32 = false;          // TF32 GEMMs on the GPU (opt-in; see set_allow_tf32)
 };
 
 struct EpochStats {
@@ -82,6 +94,8 @@ struct TrainResult {
   double median_ms = 0;
   size_t peak_device_bytes = 0;  // device memory in use (sampled after forward/backward) above
                                  // what was in use before training
+  std::vector<PhaseTimes> profile;  // per training epoch, when TrainConfig::profile
+  PhaseTimes profile_median;        // field-wise medians of `profile`
 };
 
 // Trains `model` on `data` (features, labels, split) full-batch; `on_epoch` sees every epoch.
@@ -97,7 +111,8 @@ struct DatasetOptions {
   uint64_t seed = 1;
 };
 // "builtin" (planted partition, 2000 vertices, 4 classes), a dataset directory (edge_index.npy
-// + x.npy + y.npy + split files), an OGB raw directory (raw/edge.csv.gz, raw/node-feat.csv.gz,
+// + x.npy + y.npy + split files: train/val/test_idx.npy int index arrays, or
+// train/val/test_mask.npy bool or uint8 [n] masks), an OGB raw directory (raw/edge.csv.gz, raw/node-feat.csv.gz,
 // raw/node-label.csv.gz, split/<scheme>/{train,valid,test}.csv.gz), or a graph file (.spg,
 // .mtx, edge .npy, SNAP) which gets synthetic features / labels. Inconsistent files are a
 // FormatError naming the file.
