@@ -687,6 +687,9 @@ TEST_F(Tune, TuneSpmmOnTheCpuStoresResultAndMeasurements) {
   bad = o;
   bad.budget_s = -1;
   EXPECT_THROW(tune_spmm(g, SpmmOp::u_mul_e, Reduce::sum, 8, bad), InvalidArgument);
+  bad = o;
+  bad.min_timed_ms = -1;
+  EXPECT_THROW(tune_spmm(g, SpmmOp::u_mul_e, Reduce::sum, 8, bad), InvalidArgument);
   EXPECT_THROW(parse_tune_mode("annealing"), InvalidArgument);
 }
 
@@ -827,6 +830,7 @@ TEST_F(Tune, CliTunesListsShowsAndRejectsBadFlags) {
 
   const std::vector<std::pair<std::string, std::string>> bad{
       {"--op spmm --dim 8 --budget -1", "--budget must be >= 0"},
+      {"--op spmm --dim 8 --min-timed-ms -2", "--min-timed-ms must be a number >= 0"},
       {"--op spmm --dim 8 --mode annealing", "unknown tuning mode 'annealing'"},
       {"--op spmv --dim 8", "--op must be spmm or sddmm"},
       {"--dim 8", "--op must be spmm or sddmm (it is required)"},

@@ -39,6 +39,10 @@ struct TuneOptions {
   double budget_s = 0;  // search time limit in seconds (0 = none); stops early, keeps the best
   int warmup = 1;       // untimed runs per candidate
   int reps = 10;        // timed runs per candidate; fitness = 1 / median
+  // A candidate whose `reps` runs take less than this in total is timed again with enough runs
+  // to fill it (at most 20 x reps): the median of 10 runs of a ~10 us kernel moves by ~10%, more
+  // than the differences being ranked on small graphs. 0 = always exactly `reps`.
+  double min_timed_ms = 2.0;
   uint64_t seed = 1;    // genetic operators and random sampling
   int top_k = 16;       // 5..20: size of the pruned space (= the genetic population)
   std::string cache_path;  // tuning.json (or its directory); "" = tuning_cache_path()

@@ -54,6 +54,8 @@ void check_options(const TuneOptions& o, const char* fn) {
               ": budget must be >= 0 seconds (0 = none), got ", o.budget_s);
   SPGNN_CHECK(o.warmup >= 0, InvalidArgument, fn, ": warmup must be >= 0, got ", o.warmup);
   SPGNN_CHECK(o.reps >= 1, InvalidArgument, fn, ": reps must be >= 1, got ", o.reps);
+  SPGNN_CHECK(o.min_timed_ms >= 0 && std::isfinite(o.min_timed_ms), InvalidArgument, fn,
+              ": min_timed_ms must be a finite number >= 0, got ", o.min_timed_ms);
   SPGNN_CHECK(o.top_k >= 5 && o.top_k <= 20, InvalidArgument, fn,
               ": top_k must be in 5..20 (the pruned space), got ", o.top_k);
 }
@@ -159,7 +161,10 @@ TuneResult run_job(const Job& job, const TuneOptions& o, Clock::time_point t0) {
     job.call(s);
     detail::synchronize(dev);
     const auto t = detail::time_runs([&] { job.call(s); }, dev, std::max(0, o.warmup - 1), o.reps);
-    return t.median;
+    if (!(t.median > 0) || t.median * o.reps >= o.min_timed_ms) return t.median;
+    const double want = std::ceil(o.min_timed_ms / t.median);
+    const int reps = static_cast<int>(std::min<double>(20.0 * o.reps, want));
+    return detail::time_runs([&] { job.call(s); }, dev, 0, reps).median;
   };
 
   SearchOptions so;

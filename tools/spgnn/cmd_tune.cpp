@@ -42,6 +42,7 @@ struct TuneCliOpts {
   uint64_t seed = 1;
   int top = 16;
   int warmup = 1, reps = 10;
+  double min_timed_ms = 2.0;
   std::string format = "table";
   std::string spmm_op = "u_mul_e", reduce = "sum", sddmm_op = "dot", lhs = "v", rhs = "u";
   bool no_store = false, no_model = false, reuse = false, wide_e = false, progress = false;
@@ -82,6 +83,8 @@ void check_flags(const TuneCliOpts& o) {
   SPGNN_CHECK(o.top >= 5 && o.top <= 20, InvalidArgument, "--top must be in 5..20, got ", o.top);
   SPGNN_CHECK(o.warmup >= 0, InvalidArgument, "--warmup must be >= 0, got ", o.warmup);
   SPGNN_CHECK(o.reps >= 1, InvalidArgument, "--reps must be >= 1, got ", o.reps);
+  SPGNN_CHECK(o.min_timed_ms >= 0 && std::isfinite(o.min_timed_ms), InvalidArgument,
+              "--min-timed-ms must be a number >= 0, got ", o.min_timed_ms);
   SPGNN_CHECK(o.format == "table" || o.format == "json", InvalidArgument,
               "--format must be table or json, got '", o.format, "'");
   for (int64_t F : o.dims)
@@ -190,6 +193,7 @@ void run_tune(const TuneCliOpts& o, const Problem& pb, Device dev) {
   to.budget_s = o.budget;
   to.warmup = o.warmup;
   to.reps = o.reps;
+  to.min_timed_ms = o.min_timed_ms;
   to.seed = o.seed;
   to.top_k = o.top;
   to.cache_path = o.cache;
@@ -260,7 +264,10 @@ void run_tune(const TuneCliOpts& o, const Problem& pb, Device dev) {
   }
   std::cout << "spgnn tune: " << o.op << " " << pb.label() << " on " << dev.str() << " ("
             << tuning_device_name(dev) << "); mode " << o.mode << "; "
-            << o.warmup << " warm-up + " << o.reps << " timed runs per candidate (median)"
+            << o.warmup << " warm-up + " << o.reps << " timed runs per candidate (median"
+            << (o.min_timed_ms > 0 ? "; more when they take < " + fixed(o.min_timed_ms, 1) + " ms"
+                                   : std::string())
+            << ")"
             << (o.budget > 0 ? "; budget " + fixed(o.budget, 1) + " s" : std::string()) << "\n"
             << "best fixed = fastest strategy at its default parameters; " << base_name
             << (dev.is_cuda() ? " = best of its algorithms" : " = its default schedule")
@@ -390,6 +397,10 @@ void register_tune(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Untimed runs per candidate")->capture_default_str();
   cmd->add_option("--reps", o->reps, "Timed runs per candidate (median)")->capture_default_str();
+  cmd->add_option("--min-timed-ms", o->min_timed_ms,
+                  "Candidates whose --reps runs take less than this are re-timed with more runs "
+                  "(at most 20x --reps) to fill it; 0 = exactly --reps")
+      ->capture_default_str();
   cmd->add_option("--format", o->format, "table or json")->capture_default_str();
   cmd->add_option("--spmm-op", o->spmm_op, "spmm: copy_u, copy_e, u_mul_e, u_add_e, u_sub_e, u_div_e")
       ->capture_default_str();
