@@ -59,13 +59,14 @@ for c in $CASES; do
   IFS=: read -r kernel g F strat <<<"$c"
   strat=${strat:-gnnone}
   file=$(graph_file "$g")
+  tag="$kernel-$g-$F-$strat"
   [ -e "$file" ] || { echo "SKIPPED $c: $file not found"; continue; }
   echo "== ncu $kernel $g F=$F ($strat vs cusparse)"
   "$NCU" --clock-control none --csv --metrics "$mlist" --launch-count 40 \
-    --log-file "$OUT_DIR/$kernel-$g-$F.csv" \
+    --log-file "$OUT_DIR/$tag.csv" \
     "$SPGNN" bench "$kernel" --graph "$file" --name "$g" --dim "$F" --strategy "$strat" \
-    --warmup 0 --reps 1 --no-check --format json > "$OUT_DIR/$kernel-$g-$F.out" 2> "$OUT_DIR/$kernel-$g-$F.err" \
-    || { status=1; tail -5 "$OUT_DIR/$kernel-$g-$F.err"; }
+    --warmup 0 --reps 1 --no-check --format json > "$OUT_DIR/$tag.out" 2> "$OUT_DIR/$tag.err" \
+    || { status=1; tail -5 "$OUT_DIR/$tag.err"; }
 done
 python3 "$ROOT/bench/ncu_summary.py" "$OUT_DIR"/*.csv || status=1
 exit $status

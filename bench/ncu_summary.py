@@ -3,6 +3,7 @@
 import csv
 import io
 import os
+import re
 import sys
 
 SHORT = {
@@ -32,7 +33,8 @@ def to_unit(name, unit, value):
     except ValueError:
         return value
     if name == "gpu__time_duration.sum":
-        scale = {"nsecond": 1e-3, "usecond": 1, "msecond": 1e3, "second": 1e6}.get(unit, 1)
+        scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1, "usecond": 1, "ms": 1e3, "msecond": 1e3,
+                 "s": 1e6, "second": 1e6}.get(unit, 1)
         return v * scale
     if name.endswith("bytes.sum") or name.endswith("bytes_read.sum"):
         scale = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1, "Gbyte": 1e3, "Tbyte": 1e6}.get(unit, 1)
@@ -66,7 +68,9 @@ def main(paths):
         print("| kernel | " + " | ".join(cols) + " |")
         print("|---|" + "---:|" * len(cols))
         for name, d in rows:
-            short = name.replace("void ", "").split("(")[0].split("<")[0][-40:]
+            # "void spgnn::<unnamed>::gnnone_spmm_kernel<int, 4>(Args)" -> "spgnn::gnnone_spmm_kernel"
+            short = re.sub(r"\(anonymous namespace\)::|<unnamed>::", "", name.replace("void ", ""))
+            short = re.split(r"[<(]", short)[0][-40:]
             cells = []
             for m, s in SHORT.items():
                 v = d.get(m, "")
