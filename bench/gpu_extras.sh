@@ -6,24 +6,19 @@
 #   SPGNN=build/spgnn  DATA_DIR=../shared/data (or .data)  GRAPHS_DIR=/tmp/spgnn-graphs
 #   SKIP_BENCH=1 (accuracy runs only)  SEEDS="1 2 3 4 5"  DEVICE=cuda (cpu: try the script on the host)
 set -uo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-SPGNN="${SPGNN:-$ROOT/build/spgnn}"
-DATA_DIR="${DATA_DIR:-$ROOT/../shared/data}"
-[ -d "$DATA_DIR" ] || DATA_DIR="$ROOT/.data"
-GRAPHS_DIR="${GRAPHS_DIR:-/tmp/spgnn-graphs}"
+source "$(dirname "$0")/common.sh"
 DEVICE="${DEVICE:-cuda}"
 SEEDS="${SEEDS:-1 2 3 4 5}"
 status=0
 
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  mkdir -p "$GRAPHS_DIR"
-  [ -f "$GRAPHS_DIR/reddit.spg" ] || "$SPGNN" generate er --n 232965 --avg-degree 489 --seed 1 -o "$GRAPHS_DIR/reddit.spg" || status=1
-  [ -f "$GRAPHS_DIR/kron21.spg" ] || "$SPGNN" generate rmat --scale 21 --edge-factor 16 --seed 1 -o "$GRAPHS_DIR/kron21.spg" || status=1
+  REDDIT=$(suite_graph reddit) || status=1
+  KRON21=$(suite_graph kron21) || status=1
   echo "== maxk"
-  "$SPGNN" bench maxk -g "$GRAPHS_DIR/reddit.spg" --name reddit -g "$GRAPHS_DIR/kron21.spg" --name kron21 \
+  "$SPGNN" bench maxk -g "$REDDIT" --name reddit -g "$KRON21" --name kron21 \
     --reps 20 --warmup 5 || status=1
   echo "== gat (fused vs unfused, F = 32 per head)"
-  "$SPGNN" bench gat -g "$GRAPHS_DIR/kron21.spg" --name kron21 -g "$GRAPHS_DIR/reddit.spg" --name reddit \
+  "$SPGNN" bench gat -g "$KRON21" --name kron21 -g "$REDDIT" --name reddit \
     -g "$DATA_DIR/cora" --name cora -g "$DATA_DIR/pubmed-graph" --name pubmed --dim 32 --heads 1,4 \
     --reps 20 --warmup 5 || status=1
 fi

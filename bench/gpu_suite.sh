@@ -9,50 +9,25 @@
 # process. JSON per graph goes to $RESULTS; a summary table is printed last.
 # Usage: bench/gpu_suite.sh [graph ...]   (default: all)
 set -uo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-SPGNN="${SPGNN:-$ROOT/build/spgnn}"
-DATA_DIR="${DATA_DIR:-$ROOT/../shared/data}"
-[ -d "$DATA_DIR" ] || DATA_DIR="$ROOT/.data"
+source "$(dirname "$0")/common.sh"
 RESULTS="${RESULTS:-${OUT:-$ROOT/build}/bench}"
-GRAPHS_DIR="${GRAPHS_DIR:-/tmp/spgnn-graphs}"
 DIMS="${DIMS:-16,32,64,128,256}"
 REPS="${REPS:-20}"
 STRATEGIES="${STRATEGIES:-gnnone}"
-mkdir -p "$RESULTS" "$GRAPHS_DIR"
+mkdir -p "$RESULTS"
 graphs=("$@")
 [ ${#graphs[@]} -gt 0 ] || graphs=(kron21 reddit products cora citeseer pubmed)
 
-spec_of() {
-  case "$1" in
-    kron21) echo "rmat:21:16:1" ;;
-    reddit) echo "er:232965:489:1" ;;
-    products) echo "rmat:21:59:2" ;;
-    cora|citeseer) echo "$DATA_DIR/$1" ;;
-    pubmed) echo "$DATA_DIR/pubmed-graph" ;;
-    *) echo "$1" ;;
-  esac
-}
-
 status=0
 for g in "${graphs[@]}"; do
-  spec=$(spec_of "$g")
-  file="$spec"
-  case "$spec" in
-    rmat:*|er:*)
-      file="$GRAPHS_DIR/$g.spg"
-      if [ ! -f "$file" ]; then
-        kind=${spec%%:*}; rest=${spec#*:}
-        if [ "$kind" = rmat ]; then
-          IFS=: read -r sc ef sd <<<"$rest"
-          "$SPGNN" generate rmat --scale "$sc" --edge-factor "$ef" --seed "$sd" -o "$file" || { status=1; continue; }
-        else
-          IFS=: read -r n deg sd <<<"$rest"
-          "$SPGNN" generate er --n "$n" --avg-degree "$deg" --seed "$sd" -o "$file" || { status=1; continue; }
-        fi
-      fi ;;
-    *)
-      if [ ! -e "$file" ]; then echo "SKIPPED $g: $file not found"; continue; fi ;;
-  esac
+  spec=$(suite_spec "$g")
+  if ! file=$(suite_graph "$g"); then
+    case "$spec" in
+      rmat:*|er:*) echo "FAILED $g: could not generate $spec"; status=1 ;;
+      *) echo "SKIPPED $g: $spec not found" ;;
+    esac
+    continue
+  fi
   strat_args=()
   IFS=, read -ra ss <<<"$STRATEGIES"
   for s in "${ss[@]}"; do strat_args+=(--strategy "$s"); done

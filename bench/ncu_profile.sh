@@ -5,17 +5,13 @@
 # (--clock-control none, as the device notes ask), collecting a few metrics per kernel; then
 # bench/ncu_summary.py prints one table.
 #   SPGNN=build/spgnn  OUT_DIR=${OUT:-build}/ncu  GRAPHS_DIR=/tmp/spgnn-graphs  CASES="..."
-# A case is kernel:graph:F[:strategy...] with graph one of reddit, kron21, citeseer, cora.
+# A case is kernel:graph:F[:strategy] with graph a suite name of bench/common.sh (or a path/spec).
 set -uo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-SPGNN="${SPGNN:-$ROOT/build/spgnn}"
-DATA_DIR="${DATA_DIR:-$ROOT/../shared/data}"
-[ -d "$DATA_DIR" ] || DATA_DIR="$ROOT/.data"
-GRAPHS_DIR="${GRAPHS_DIR:-/tmp/spgnn-graphs}"
+source "$(dirname "$0")/common.sh"
 OUT_DIR="${OUT_DIR:-${OUT:-$ROOT/build}/ncu}"
 NCU="${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}"
 CASES="${CASES:-sddmm:reddit:32 spmm:reddit:32 sddmm:kron21:32 spmm:kron21:32 spmm:citeseer:16 sddmm:citeseer:128 spmm:reddit:128:warp_vertex spmm:kron21:32:warp_vertex spmm:kron21:32:mergepath sddmm:reddit:32:shuffle}"
-mkdir -p "$OUT_DIR" "$GRAPHS_DIR"
+mkdir -p "$OUT_DIR"
 
 wanted=(gpu__time_duration.sum
   dram__throughput.avg.pct_of_peak_sustained_elapsed
@@ -43,22 +39,11 @@ for m in "${wanted[@]}"; do
 done
 mlist=$(IFS=,; echo "${metrics[*]}")
 
-graph_file() {
-  case "$1" in
-    reddit) f="$GRAPHS_DIR/reddit.spg"
-      [ -f "$f" ] || "$SPGNN" generate er --n 232965 --avg-degree 489 --seed 1 -o "$f" >/dev/null ;;
-    kron21) f="$GRAPHS_DIR/kron21.spg"
-      [ -f "$f" ] || "$SPGNN" generate rmat --scale 21 --edge-factor 16 --seed 1 -o "$f" >/dev/null ;;
-    *) f="$DATA_DIR/$1" ;;
-  esac
-  echo "$f"
-}
-
 status=0
 for c in $CASES; do
   IFS=: read -r kernel g F strat <<<"$c"
   strat=${strat:-gnnone}
-  file=$(graph_file "$g")
+  file=$(suite_graph "$g") || file="$(suite_spec "$g")"
   tag="$kernel-$g-$F-$strat"
   [ -e "$file" ] || { echo "SKIPPED $c: $file not found"; continue; }
   echo "== ncu $kernel $g F=$F ($strat vs cusparse)"

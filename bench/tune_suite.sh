@@ -24,11 +24,7 @@
 #                            the 5% comparison is also made on these fresh medians
 #   DATA_DIR=../shared/data (or .data)  GRAPHS_DIR=/tmp/spgnn-graphs
 set -uo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-SPGNN="${SPGNN:-$ROOT/build/spgnn}"
-DATA_DIR="${DATA_DIR:-$ROOT/../shared/data}"
-[ -d "$DATA_DIR" ] || DATA_DIR="$ROOT/.data"
-GRAPHS_DIR="${GRAPHS_DIR:-/tmp/spgnn-graphs}"
+source "$(dirname "$0")/common.sh"
 RESULTS="${RESULTS:-${OUT:-$ROOT/build}/tune}"
 CACHE="${CACHE:-$RESULTS/tune-cache}"
 GRAPHS="${GRAPHS:-kron21 reddit products cora citeseer pubmed}"
@@ -39,41 +35,9 @@ EXHAUSTIVE="${EXHAUSTIVE:-0}"
 EXHAUSTIVE_GRAPHS="${EXHAUSTIVE_GRAPHS:-cora citeseer pubmed}"
 EXHAUSTIVE_BUDGET="${EXHAUSTIVE_BUDGET:-600}"
 SEED="${SEED:-1}"
-mkdir -p "$RESULTS" "$GRAPHS_DIR" "$CACHE"
+mkdir -p "$RESULTS" "$CACHE"
 [ "${KEEP_CACHE:-0}" = 1 ] || rm -f "$CACHE/tuning.json" "$CACHE/measurements.json" "$CACHE/cost_model.json"
 [ -x "$SPGNN" ] || { echo "tune_suite: $SPGNN not found (set SPGNN=path/to/spgnn)"; exit 2; }
-
-spec_of() {  # the graphs of bench/gpu_suite.sh
-  case "$1" in
-    kron21) echo "rmat:21:16:1" ;;
-    reddit) echo "er:232965:489:1" ;;
-    products) echo "rmat:21:59:2" ;;
-    cora|citeseer) echo "$DATA_DIR/$1" ;;
-    pubmed) echo "$DATA_DIR/pubmed-graph" ;;
-    *) echo "$1" ;;
-  esac
-}
-
-file_of() {  # generated graphs are written once to $GRAPHS_DIR (like gpu_suite.sh)
-  local g=$1 spec file kind rest sc ef sd n deg
-  spec=$(spec_of "$g")
-  case "$spec" in
-    rmat:*|er:*)
-      file="$GRAPHS_DIR/$g.spg"
-      if [ ! -f "$file" ]; then
-        kind=${spec%%:*}; rest=${spec#*:}
-        if [ "$kind" = rmat ]; then
-          IFS=: read -r sc ef sd <<<"$rest"
-          "$SPGNN" generate rmat --scale "$sc" --edge-factor "$ef" --seed "$sd" -o "$file" >&2 || return 1
-        else
-          IFS=: read -r n deg sd <<<"$rest"
-          "$SPGNN" generate er --n "$n" --avg-degree "$deg" --seed "$sd" -o "$file" >&2 || return 1
-        fi
-      fi
-      echo "$file" ;;
-    *) [ -e "$spec" ] || return 1; echo "$spec" ;;
-  esac
-}
 
 status=0
 t_start=$(date +%s)
@@ -87,7 +51,7 @@ tune() {  # pass graph op file mode [extra flags...]
 
 declare -A FILES=()
 for g in $GRAPHS; do
-  if f=$(file_of "$g"); then FILES[$g]=$f; else echo "SKIPPED $g: $(spec_of "$g") not found"; fi
+  if f=$(suite_graph "$g"); then FILES[$g]=$f; else echo "SKIPPED $g: $(suite_spec "$g") not found"; fi
 done
 
 for g in "${!FILES[@]}"; do
