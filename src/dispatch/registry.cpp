@@ -60,6 +60,23 @@ std::string shuffle_valid(const SddmmProblem& p, const Schedule& s) {
 }
 #endif
 
+#if SPGNN_WITH_CUDA
+// gnnone's SpMM and SDDMM share one launch geometry (gnnone_common.cuh), hence one parameter list.
+std::vector<ParamSpec> gnnone_params() {
+  return {{"cache_size", {32, 64, 128, 256}, 128,
+           "non-zeros cached per warp (stage 1); unset: 128, halved down to 32 while the graph "
+           "has fewer than 16 warp slices per SM"},
+          {"warps", {1, 2, 4, 8, 16}, 4,
+           "warps per block; unset: 4, halved down to 1 while there are fewer than 4 blocks per SM"},
+          {"nze_cache", {0, 1}, 1,
+           "ablation (paper figures; not tuned): stage-1 shared-memory cache on/off", false},
+          {"vector_loads", {0, 1}, 1,
+           "ablation (paper figures; not tuned): float4/float2 feature loads on/off", false},
+          {"consecutive", {0, 1}, 1,
+           "ablation (paper figures; not tuned): 1 = consecutive, 0 = round-robin", false}};
+}
+#endif
+
 std::vector<SpmmEntry> make_spmm_registry() {
   std::vector<SpmmEntry> r;
   r.push_back({{"cpu_ref", OpKind::spmm, DeviceType::cpu,
@@ -75,18 +92,7 @@ std::vector<SpmmEntry> make_spmm_registry() {
   r.push_back({{"gnnone", OpKind::spmm, DeviceType::cuda,
                 "GNNOne two-stage COO SpMM: edge-balanced non-zero cache per warp, thread groups "
                 "with vector loads, running reduction, atomics only at row splits",
-                {{"cache_size", {32, 64, 128, 256}, 128,
-                  "non-zeros cached per warp (stage 1); unset: 128, halved down to 32 while the "
-                  "graph has fewer than 16 warp slices per SM"},
-                 {"warps", {1, 2, 4, 8, 16}, 4,
-                  "warps per block; unset: 4, halved down to 1 while there are fewer than 4 "
-                  "blocks per SM"},
-                 {"nze_cache", {0, 1}, 1,
-                  "ablation (paper figures; not tuned): stage-1 shared-memory cache on/off", false},
-                 {"vector_loads", {0, 1}, 1,
-                  "ablation (paper figures; not tuned): float4/float2 feature loads on/off", false},
-                 {"consecutive", {0, 1}, 1,
-                  "ablation (paper figures; not tuned): 1 = consecutive, 0 = round-robin", false}}},
+                gnnone_params()},
                &gnnone_spmm_supports, &gnnone_spmm, &gnnone_spmm_valid});
   r.push_back({{"cusparse", OpKind::spmm, DeviceType::cuda,
                 "cusparseSpMM baseline (copy_u / u_mul_e with sum)",
@@ -139,18 +145,7 @@ std::vector<SddmmEntry> make_sddmm_registry() {
   r.push_back({{"gnnone", OpKind::sddmm, DeviceType::cuda,
                 "GNNOne two-stage COO SDDMM: cached non-zeros, row features reused while the "
                 "row is unchanged, log2(group) shuffle rounds",
-                {{"cache_size", {32, 64, 128, 256}, 128,
-                  "non-zeros cached per warp (stage 1); unset: 128, halved down to 32 while the "
-                  "graph has fewer than 16 warp slices per SM"},
-                 {"warps", {1, 2, 4, 8, 16}, 4,
-                  "warps per block; unset: 4, halved down to 1 while there are fewer than 4 "
-                  "blocks per SM"},
-                 {"nze_cache", {0, 1}, 1,
-                  "ablation (paper figures; not tuned): stage-1 shared-memory cache on/off", false},
-                 {"vector_loads", {0, 1}, 1,
-                  "ablation (paper figures; not tuned): float4/float2 feature loads on/off", false},
-                 {"consecutive", {0, 1}, 1,
-                  "ablation (paper figures; not tuned): 1 = consecutive, 0 = round-robin", false}}},
+                gnnone_params()},
                &gnnone_sddmm_supports, &gnnone_sddmm, &gnnone_sddmm_valid});
   r.push_back({{"cusparse", OpKind::sddmm, DeviceType::cuda,
                 "cusparseSDDMM (CSR) baseline: dot of destination and source features", {}},
