@@ -1,10 +1,7 @@
 // End-to-end tests of the `spgnn` command: the main flows work, and bad flags or files give a
 // clear message and a non-zero exit, never a crash.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,27 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_util.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(SPGNN_CLI_PATH) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using Result = spgnn::test::CliResult;
+Result run(const std::string& args) { return spgnn::test::run_cli(args); }
 
 class Cli : public ::testing::Test {
  protected:

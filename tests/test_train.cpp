@@ -145,13 +145,9 @@ TEST(TrainPlanetoid, GatOnCoraReaches81_5PercentMeanOver10Seeds) {
 }
 
 std::string run_cli(const std::string& args, int* rc) {
-  const std::string out = ::testing::TempDir() + "spgnn_train_cli_" + std::to_string(base_seed() % 100000) + ".txt";
-  *rc = std::system((std::string(SPGNN_CLI_PATH) + " " + args + " > " + out + " 2>&1").c_str());
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::remove(out.c_str());
-  return ss.str();
+  const CliResult r = spgnn::test::run_cli(args);
+  *rc = r.code;
+  return r.out;
 }
 
 TEST(TrainCli, JsonOutputCheckpointsAndErrors) {

@@ -33,6 +33,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using test::CliResult;
+using test::run_cli;
 using test::seed_for;
 
 // A fresh directory per test, removed afterwards; the process-wide tuner settings are reset.
@@ -771,24 +773,6 @@ TEST_F(Tune, TuneOnMissTunesOnceStoresAndUses) {
 }
 
 // ---- spgnn tune end to end --------------------------------------------------------------------------
-
-struct CliResult {
-  int code = -1;
-  std::string out;
-};
-
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(SPGNN_CLI_PATH) + " " + args + " 2>&1";
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
 
 TEST_F(Tune, CliTunesListsShowsAndRejectsBadFlags) {
   const std::string cache = " --cache " + dir_.string();

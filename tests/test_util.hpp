@@ -2,9 +2,12 @@
 // features, float64-aware comparisons and the GPU-skip convention.
 #pragma once
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cmath>
+#include <array>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <random>
@@ -165,5 +168,26 @@ inline std::vector<int64_t> test_widths() {
       GTEST_SKIP() << "no CUDA device";                                                  \
     }                                                                                    \
   } while (0)
+
+#ifdef SPGNN_CLI_PATH
+// Runs the spgnn CLI built with the tests (`args` go through the shell) and returns its exit
+// code and stdout + stderr together.
+struct CliResult {
+  int code = -1;
+  std::string out;
+};
+inline CliResult run_cli(const std::string& args) {
+  const std::string cmd = std::string(SPGNN_CLI_PATH) + " " + args + " 2>&1";
+  CliResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+#endif
 
 }  // namespace spgnn::test

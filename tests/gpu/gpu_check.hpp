@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "spgnn/ops.hpp"
+#include "gpu/gpu_test_util.hpp"
 #include "test_util.hpp"
 
 #if SPGNN_WITH_CUDA
@@ -25,10 +26,6 @@
 namespace spgnn::test {
 namespace {
 
-[[maybe_unused]] bool quick() {
-  const char* q = std::getenv("SPGNN_TEST_QUICK");
-  return q && *q && std::string(q) != "0";
-}
 [[maybe_unused]] int64_t graph_n() { return quick() ? 300 : 1500; }
 
 [[maybe_unused]] std::vector<int64_t> widths() {
@@ -52,22 +49,8 @@ namespace {
 // not test the very same inputs.
 [[maybe_unused]] uint64_t g_seed_base = 100;
 
-struct Graphs {
-  Graph host, dev;
-};
-// One host graph and its device copy per (kind, index dtype), built once per process.
 [[maybe_unused]] const Graphs& graphs(GraphKind kind, DType idx) {
-  static std::map<std::pair<int, int>, Graphs> cache;
-  const auto key = std::make_pair(static_cast<int>(kind), static_cast<int>(idx));
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    Graphs g;
-    g.host = with_index(random_graph(kind, graph_n(), seed_for(g_seed_base + static_cast<int>(kind))),
-                        idx);
-    g.dev = g.host.to(Device::cuda());
-    it = cache.emplace(key, std::move(g)).first;
-  }
-  return it->second;
+  return cached_graphs(kind, idx, graph_n(), g_seed_base);
 }
 
 [[maybe_unused]] Schedule sched(const std::string& strategy,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "spgnn/ops.hpp"
+#include "gpu/gpu_test_util.hpp"
 #include "test_util.hpp"
 
 #if SPGNN_WITH_CUDA
@@ -28,10 +29,6 @@
 namespace spgnn::test {
 namespace {
 
-[[maybe_unused]] bool quick() {
-  const char* q = std::getenv("SPGNN_TEST_QUICK");
-  return q && *q && std::string(q) != "0";
-}
 [[maybe_unused]] int64_t graph_n() { return quick() ? 200 : 1000; }
 [[maybe_unused]] std::vector<int64_t> heads() {
   return quick() ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 2, 4, 8};
@@ -46,21 +43,8 @@ namespace {
   return all_graph_kinds();
 }
 
-struct Graphs {
-  Graph host, dev;
-};
 [[maybe_unused]] const Graphs& graphs(GraphKind kind, DType idx) {
-  static std::map<std::pair<int, int>, Graphs> cache;
-  const auto key = std::make_pair(static_cast<int>(kind), static_cast<int>(idx));
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    Graphs g;
-    g.host = with_index(random_graph(kind, graph_n(), seed_for(300 + static_cast<int>(kind)), false),
-                        idx);
-    g.dev = g.host.to(Device::cuda());
-    it = cache.emplace(key, std::move(g)).first;
-  }
-  return it->second;
+  return cached_graphs(kind, idx, graph_n(), 300);
 }
 
 [[maybe_unused]] OpOptions with(const std::string& s, std::map<std::string, int64_t> params = {},

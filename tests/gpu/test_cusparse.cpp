@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "spgnn/ops.hpp"
+#include "gpu/gpu_test_util.hpp"
 #include "test_util.hpp"
 
 #if SPGNN_WITH_CUDA
@@ -23,25 +24,9 @@
 namespace spgnn::test {
 namespace {
 
-[[maybe_unused]] bool quick() {
-  const char* q = std::getenv("SPGNN_TEST_QUICK");
-  return q && *q && std::string(q) != "0";
-}
 
-struct Graphs {
-  Graph host, dev;
-};
 [[maybe_unused]] const Graphs& graphs(GraphKind kind, DType idx) {
-  static std::map<std::pair<int, int>, Graphs> cache;
-  const auto key = std::make_pair(static_cast<int>(kind), static_cast<int>(idx));
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    Graphs g;
-    g.host = with_index(random_graph(kind, quick() ? 300 : 1500, seed_for(300 + int(kind))), idx);
-    g.dev = g.host.to(Device::cuda());
-    it = cache.emplace(key, std::move(g)).first;
-  }
-  return it->second;
+  return cached_graphs(kind, idx, quick() ? 300 : 1500, 300);
 }
 
 [[maybe_unused]] Schedule cusparse(int64_t alg = -1) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "spgnn/ops.hpp"
+#include "gpu/gpu_test_util.hpp"
 #include "test_util.hpp"
 
 #if SPGNN_WITH_CUDA
@@ -33,10 +34,6 @@ namespace {
 [[maybe_unused]] constexpr double kTol = 1e-5;
 [[maybe_unused]] const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-[[maybe_unused]] bool quick() {
-  const char* q = std::getenv("SPGNN_TEST_QUICK");
-  return q && *q && std::string(q) != "0";
-}
 [[maybe_unused]] int64_t graph_n() { return quick() ? 300 : 1500; }
 [[maybe_unused]] std::vector<int64_t> widths() {
   if (quick()) return {16, 300};
@@ -124,20 +121,8 @@ namespace {
   return ::testing::AssertionSuccess();
 }
 
-struct Graphs {
-  Graph host, dev;
-};
 [[maybe_unused]] const Graphs& graphs(GraphKind kind, DType idx) {
-  static std::map<std::pair<int, int>, Graphs> cache;
-  const auto key = std::make_pair(static_cast<int>(kind), static_cast<int>(idx));
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    Graphs g;
-    g.host = with_index(random_graph(kind, graph_n(), seed_for(300 + static_cast<int>(kind))), idx);
-    g.dev = g.host.to(Device::cuda());
-    it = cache.emplace(key, std::move(g)).first;
-  }
-  return it->second;
+  return cached_graphs(kind, idx, graph_n(), 300);
 }
 
 TEST(MaxkGpu, MaxkMatchesReferenceBitExact) {

@@ -1,0 +1,42 @@
+// What every GPU test binary shares: the quick switch and a cache of host/device graph pairs.
+// SPGNN_TEST_QUICK=1 (set by scripts/gpu-check.sh for the compute-sanitizer runs) asks for
+// smaller graphs and sweeps. Included once per test binary (anonymous namespace).
+#pragma once
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "test_util.hpp"
+
+namespace spgnn::test {
+namespace {
+
+[[maybe_unused]] bool quick() {
+  const char* q = std::getenv("SPGNN_TEST_QUICK");
+  return q && *q && std::string(q) != "0";
+}
+
+struct Graphs {
+  Graph host, dev;
+};
+// One random graph of `kind` (n vertices, seeded by seed_base + kind) with `idx` indices and its
+// device copy, built on first use and kept for the process.
+[[maybe_unused]] const Graphs& cached_graphs(GraphKind kind, DType idx, int64_t n,
+                                             uint64_t seed_base) {
+  static std::map<std::tuple<int, int, int64_t, uint64_t>, Graphs> cache;
+  const auto key = std::make_tuple(static_cast<int>(kind), static_cast<int>(idx), n, seed_base);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    Graphs g;
+    g.host = with_index(random_graph(kind, n, seed_for(seed_base + static_cast<int>(kind))), idx);
+    g.dev = g.host.to(Device::cuda());
+    it = cache.emplace(key, std::move(g)).first;
+  }
+  return it->second;
+}
+
+}  // namespace
+}  // namespace spgnn::test
