@@ -279,8 +279,8 @@ void run(const SddmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   a.nv = geo.nv;
   a.g_log2 = geo.g_log2;
   a.passes = geo.passes;
-  a.cache = prm.cache;
-  a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(prm.cache);
+  a.cache = gnnone::launch_cache(prm, g.nnz(), g.device().index, geo.g_log2);
+  a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(a.cache);
   a.consecutive = prm.consecutive;
   a.dot_atomic = dot && geo.passes > 1;
   if (a.dot_atomic)

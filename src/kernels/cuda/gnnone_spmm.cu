@@ -299,8 +299,8 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   a.nv = geo.nv;
   a.g_log2 = geo.g_log2;
   a.passes = geo.passes;
-  a.cache = prm.cache;
-  a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(prm.cache);
+  a.cache = gnnone::launch_cache(prm, g.nnz(), g.device().index, geo.g_log2);
+  a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(a.cache);
   a.mean = p.reduce == Reduce::mean;
   a.consecutive = prm.consecutive;
   // Zero-fill. Consecutive groups store every row that lies inside one sub-slice of
@@ -309,7 +309,7 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   // no row, so there the whole output is cleared.
   const int64_t n = g.n_rows;
   if (prm.consecutive) {
-    const int64_t L = prm.cache / (32 >> geo.g_log2);
+    const int64_t L = a.cache / (32 >> geo.g_log2);
     const int64_t warps = (n + 31) / 32;
     const int64_t blocks = (warps + 7) / 8;
     const bool vec4 = p.F % 4 == 0 && gnnone::aligned_to(a.out, 16);
