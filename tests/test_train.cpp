@@ -101,6 +101,14 @@ TEST(TrainBuiltin, EveryModelBeatsChanceByFar) {
   sage_maxk.maxk = 8;
   gin_maxk = gin;
   gin_maxk.maxk = 8;
+  // GIN sums its neighbours, and MaxK keeps each row's 8 largest values before that sum, so
+  // the hidden rows add up coherently: the first loss is ~10x GIN-ReLU's (78 vs 8.9, seed 26),
+  // and with dropout 0.5 on those magnitudes about 1 seed in 30 collapsed to one class (seed
+  // 3715739803 here: 0.63; 60 CLI seeds: min 0.39). With dropout 0.2, 260 seeds gave min 0.906.
+  gin_maxk.dropout = 0.2;
+  // Over 60 CLI seeds (same settings) the lowest accuracies were: gcn 0.956, sage 0.942, gin 0.94,
+  // gat 0.904, gcn+maxk 0.959, sage+maxk 0.89, gin+eps 0.944, gat+maxk 0.822; the bounds below
+  // leave room under those and stay far above chance (0.25).
   RunSpec gcn_maxk = gcn;
   gcn_maxk.hidden = 32;
   gcn_maxk.maxk = 8;
@@ -110,7 +118,7 @@ TEST(TrainBuiltin, EveryModelBeatsChanceByFar) {
   for (const Case& c : {Case{"gcn", gcn, 0.85}, Case{"sage", sage, 0.8}, Case{"gin", gin, 0.75},
                         Case{"gat", gat, 0.8}, Case{"gcn+maxk", gcn_maxk, 0.8},
                         Case{"sage+maxk", sage_maxk, 0.75}, Case{"gin+maxk", gin_maxk, 0.7},
-                        Case{"gin, trainable eps", gin_eps, 0.75}, Case{"gat+maxk", gat_maxk, 0.8}}) {
+                        Case{"gin, trainable eps", gin_eps, 0.75}, Case{"gat+maxk", gat_maxk, 0.75}}) {
     const double acc = train_once(d, c.run, seed_for(7));
     std::cerr << c.name << ": test accuracy " << acc << "\n";
     EXPECT_GE(acc, c.min_acc) << c.name;
