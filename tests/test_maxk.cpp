@@ -345,6 +345,46 @@ TEST(MaxkCpu, BadArguments) {
       "power of two");
 }
 
+// The out-parameter forms write into the caller's buffers (same storage across calls, the point
+// of them in training loops), give what the returning forms give, and reject a wrong buffer.
+TEST(MaxkCpu, OutputBuffersAreReused) {
+  const Tensor x1 = random_tensor({50, 40}, seed_for(20));
+  const Tensor x2 = random_tensor({50, 40}, seed_for(21));
+  Cbsr kept;
+  maxk(x1, 6, kept);
+  const void* data = kept.data.raw();
+  const void* index = kept.index.raw();
+  maxk(x2, 6, kept);  // a second call with the same shape: the same storage
+  EXPECT_EQ(kept.data.raw(), data);
+  EXPECT_EQ(kept.index.raw(), index);
+  const Cbsr fresh = maxk(x2, 6);
+  EXPECT_EQ(kept.data.to_vector<float>(), fresh.data.to_vector<float>());
+  EXPECT_EQ(kept.index.to_vector<uint8_t>(), fresh.index.to_vector<uint8_t>());
+  EXPECT_EQ(kept.F, 40);
+  EXPECT_EQ(kept.k, 6);
+
+  const Tensor d = random_tensor({50, 6}, seed_for(22));
+  Tensor dx = Tensor::full({50, 40}, DType::f32, kNaN);  // every entry must be written
+  const void* dx_storage = dx.raw();
+  maxk_backward(kept, d, dx);
+  EXPECT_EQ(dx.raw(), dx_storage);
+  EXPECT_EQ(dx.to_vector<float>(), maxk_backward(kept, d).to_vector<float>());
+  Tensor undefined;
+  maxk_backward(kept, d, undefined);
+  EXPECT_EQ(undefined.shape(), (std::vector<int64_t>{50, 40}));
+
+  Cbsr wrong_k = kept;
+  expect_error<InvalidArgument>([&] { maxk(x1, 5, wrong_k); }, "out.data");
+  Cbsr wrong_index = kept;
+  wrong_index.index = Tensor::zeros({50, 6}, DType::u16);
+  expect_error<InvalidArgument>([&] { maxk(x1, 6, wrong_index); }, "out.index");
+  Cbsr no_index = kept;
+  no_index.index = Tensor();
+  expect_error<InvalidArgument>([&] { maxk(x1, 6, no_index); }, "undefined");
+  Tensor narrow = Tensor::zeros({50, 39}, DType::f32);
+  expect_error<InvalidArgument>([&] { maxk_backward(kept, d, narrow); }, "'dx'");
+}
+
 TEST(MaxkCpu, EmptyShapes) {
   const Cbsr c = maxk(Tensor::zeros({0, 8}, DType::f32), 3);
   EXPECT_EQ(c.data.shape(), (std::vector<int64_t>{0, 3}));

@@ -90,6 +90,12 @@ struct Cbsr {
 Cbsr maxk(const Tensor& x, int64_t k, const OpOptions& options = {});
 // Gradient w.r.t. x: d_data scattered to the kept positions, zeros elsewhere ([n, F]).
 Tensor maxk_backward(const Cbsr& kept, const Tensor& d_data, const OpOptions& options = {});
+// The same two into caller-owned outputs, so a training loop reuses its buffers (a GPU tensor's
+// allocation and free cost more than these kernels): an undefined output (out.data / dx) is
+// allocated; a defined one must already have the result's shape, dtype and device.
+void maxk(const Tensor& x, int64_t k, Cbsr& out, const OpOptions& options = {});
+void maxk_backward(const Cbsr& kept, const Tensor& d_data, Tensor& dx,
+                   const OpOptions& options = {});
 // out = A * X with X in CBSR ([n_cols x F] logically); dense out [n_rows, F]. Edge weights from
 // `e` ([nnz] or [nnz, 1]); undefined e uses the graph's values, or 1 when it has none.
 void cbsr_spgemm(const Graph& g, const Cbsr& x, const Tensor& e, Tensor& out,

@@ -161,7 +161,7 @@ const float* edge_weights(const Graph& g, const Tensor& e, const char* op) {
 
 }  // namespace
 
-Cbsr maxk(const Tensor& x, int64_t k, const OpOptions& options) {
+void maxk(const Tensor& x, int64_t k, Cbsr& out, const OpOptions& options) {
   constexpr const char* kOp = "maxk";
   SPGNN_CHECK(x.defined(), InvalidArgument, kOp, ": argument 'x' is required");
   SPGNN_CHECK(x.dtype() == DType::f32, InvalidArgument, kOp, ": 'x' must be float32, got ",
@@ -174,12 +174,25 @@ Cbsr maxk(const Tensor& x, int64_t k, const OpOptions& options) {
   SPGNN_CHECK(k >= 1 && k <= F, InvalidArgument, kOp, ": 'k' must be in [1, F = ", F, "], got ",
               k);
   const Backend b = pick_backend(options, x.device(), kOp);
-  Cbsr out;
+  const DType idx = index_dtype_for(F);
+  if (!out.data.defined() && !out.index.defined()) {
+    out.data = Tensor::empty({n, k}, DType::f32, x.device());
+    out.index = Tensor::empty({n, k}, idx, x.device());
+  } else {
+    check_f32_matrix(out.data, "out.data", kOp, n, "n (rows of x)", k, "k", x.device());
+    SPGNN_CHECK(out.index.defined() && out.index.dtype() == idx &&
+                    out.index.device() == x.device() && out.index.ndim() == 2 &&
+                    out.index.dim(0) == n && out.index.dim(1) == k,
+                InvalidArgument, kOp, ": output 'out.index' must be ", dtype_name(idx), " [", n,
+                ", ", k, "] on ", x.device().str(), ", got ",
+                out.index.defined() ? dtype_name(out.index.dtype()) + std::string(" ") +
+                                          out.index.shape_str() + " on " +
+                                          out.index.device().str()
+                                    : std::string("undefined"));
+  }
   out.F = F;
   out.k = k;
-  out.data = Tensor::empty({n, k}, DType::f32, x.device());
-  out.index = Tensor::empty({n, k}, index_dtype_for(F), x.device());
-  if (n == 0) return out;
+  if (n == 0) return;
   if (b == Backend::gpu) {
 #if SPGNN_WITH_CUDA
     detail::cuda_maxk(x, k, out.data, out.index, options.stream);
@@ -187,10 +200,15 @@ Cbsr maxk(const Tensor& x, int64_t k, const OpOptions& options) {
   } else {
     detail::cpu_maxk(x, k, out.data, out.index, b == Backend::cpu_ref);
   }
+}
+
+Cbsr maxk(const Tensor& x, int64_t k, const OpOptions& options) {
+  Cbsr out;
+  maxk(x, k, out, options);
   return out;
 }
 
-Tensor maxk_backward(const Cbsr& kept, const Tensor& d_data, const OpOptions& options) {
+void maxk_backward(const Cbsr& kept, const Tensor& d_data, Tensor& dx, const OpOptions& options) {
   constexpr const char* kOp = "maxk_backward";
   SPGNN_CHECK(kept.data.defined() || kept.index.defined(), InvalidArgument, kOp,
               ": argument 'kept' is empty (pass the Cbsr that maxk returned)");
@@ -202,8 +220,8 @@ Tensor maxk_backward(const Cbsr& kept, const Tensor& d_data, const OpOptions& op
   check_cbsr(kept, "kept", kOp, n, "n (rows of d_data)", dev);
   check_f32_matrix(d_data, "d_data", kOp, n, "n", kept.k, "kept.k", dev);
   const Backend b = pick_backend(options, dev, kOp);
-  Tensor dx = Tensor::empty({n, kept.F}, DType::f32, dev);
-  if (n == 0) return dx;
+  prepare_output(dx, "dx", kOp, n, kept.F, dev);
+  if (n == 0) return;
   if (b == Backend::gpu) {
 #if SPGNN_WITH_CUDA
     detail::cuda_maxk_backward(d_data, kept.index, kept.F, dx, options.stream);
@@ -211,6 +229,11 @@ Tensor maxk_backward(const Cbsr& kept, const Tensor& d_data, const OpOptions& op
   } else {
     detail::cpu_maxk_backward(d_data, kept.index, kept.F, dx);
   }
+}
+
+Tensor maxk_backward(const Cbsr& kept, const Tensor& d_data, const OpOptions& options) {
+  Tensor dx;
+  maxk_backward(kept, d_data, dx, options);
   return dx;
 }
 

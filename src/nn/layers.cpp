@@ -26,6 +26,19 @@ int64_t aggregation_width(int64_t f, const Tensor& x) {
   return pad ? (f + 3) / 4 * 4 : f;
 }
 void force_aggregation_padding(bool on) { g_force_padding = on; }
+Tensor& keep(Tensor& buf, const std::vector<int64_t>& shape, DType dt, Device dev) {
+  if (!buf.defined() || buf.shape() != shape || buf.dtype() != dt || buf.device() != dev)
+    buf = Tensor::empty(shape, dt, dev);
+  return buf;
+}
+
+Cbsr& keep_cbsr(Cbsr& c, const Tensor& x, int64_t k) {
+  const bool fits = c.data.defined() && c.F == x.dim(1) && c.k == k &&
+                    c.data.dim(0) == x.dim(0) && c.data.device() == x.device();
+  if (!fits) c = Cbsr{};
+  return c;
+}
+
 }  // namespace detail
 
 // ---- GraphContext --------------------------------------------------------------------------------
@@ -172,12 +185,8 @@ OpOptions auto_options(const GraphContext& ctx) {
   return o;
 }
 
-// A buffer kept across calls: reallocated only when shape, dtype or device change.
-Tensor& keep(Tensor& buf, const std::vector<int64_t>& shape, DType dt, Device dev) {
-  if (!buf.defined() || buf.shape() != shape || buf.dtype() != dt || buf.device() != dev)
-    buf = Tensor::empty(shape, dt, dev);
-  return buf;
-}
+using detail::keep;
+using detail::keep_cbsr;
 // The same, zero-filled when (re)allocated: padding columns that no one writes stay zero.
 Tensor& keep_zeroed(Tensor& buf, const std::vector<int64_t>& shape, DType dt, Device dev) {
   if (!buf.defined() || buf.shape() != shape || buf.dtype() != dt || buf.device() != dev)
@@ -230,16 +239,16 @@ class AggregatedLinear {
       const Graph& g = weighted(ctx);
       {
         detail::ProfileScope prof(Phase::maxk_cbsr);
-        kept_ = maxk(h, maxk_, auto_options(ctx));
+        maxk(h, maxk_, keep_cbsr(kept_, h, maxk_), auto_options(ctx));
         cbsr_spgemm(g, kept_, g.val, out, auto_options(ctx));
       }
       if (train_eps_) {
-        Tensor dense;
+        // maxk(h) as a dense matrix, written over h (maxk has read it; the backward uses kept_)
         {
           detail::ProfileScope prof(Phase::maxk_cbsr);
-          dense = maxk_backward(kept_, kept_.data, auto_options(ctx));  // maxk(h) as a dense matrix
+          maxk_backward(kept_, kept_.data, h, auto_options(ctx));
         }
-        add_scaled_(out, dense, train_eps_->value, 1.0);
+        add_scaled_(out, h, train_eps_->value, 1.0);
       }
       return out;
     }
@@ -286,7 +295,7 @@ class AggregatedLinear {
       }
       {
         detail::ProfileScope prof(Phase::maxk_cbsr);
-        dh_ = maxk_backward(kept_, d_data_, auto_options(ctx));
+        maxk_backward(kept_, d_data_, keep(dh_, {n, out_}, dt, dev), auto_options(ctx));
       }
       dh = &dh_;
     } else if (maxk_ > 0 || transform_first_) {

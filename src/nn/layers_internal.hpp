@@ -1,7 +1,10 @@
-// Internal: the layers' aggregation-width padding (src/nn/layers.cpp), exposed for tests.
+// Internal: the layers' aggregation-width padding (src/nn/layers.cpp), exposed for tests, and
+// the buffers that layers and the model keep across epochs.
 #pragma once
 #include <cstdint>
+#include <vector>
 
+#include "spgnn/ops.hpp"
 #include "spgnn/tensor.hpp"
 
 namespace spgnn::nn::detail {
@@ -11,5 +14,10 @@ namespace spgnn::nn::detail {
 int64_t aggregation_width(int64_t f, const Tensor& x);
 // Tests: pad on the host too, so the padded path can be checked against the float64 reference.
 void force_aggregation_padding(bool on);
+
+// A buffer kept across calls: reallocated only when shape, dtype or device change.
+Tensor& keep(Tensor& buf, const std::vector<int64_t>& shape, DType dt, Device dev);
+// A CBSR buffer that maxk(x, k, c) can write again: emptied when x's shape or device changed.
+Cbsr& keep_cbsr(Cbsr& c, const Tensor& x, int64_t k);
 
 }  // namespace spgnn::nn::detail

@@ -9,6 +9,7 @@
 #include <memory>
 #include <sstream>
 
+#include "nn/layers_internal.hpp"
 #include "nn/profile.hpp"
 #include "spgnn/io.hpp"
 
@@ -102,7 +103,9 @@ Tensor Model::forward(GraphContext& ctx, const Tensor& x, bool training, uint64_
   last_training_ = training;
   const size_t L = layers_.size();
   outputs_.assign(L, Tensor());
-  kept_.assign(maxk_act_ > 0 ? L : 0, Cbsr{});
+  // kept_ and dense_ keep their buffers across epochs (rewritten below before any read).
+  kept_.resize(maxk_act_ > 0 ? L : 0);
+  dense_.resize(maxk_act_ > 0 ? L : 0);
   masks_.assign(maxk_act_ > 0 ? L : 0, Tensor());
   const double p = training ? config_.dropout : 0.0;
   Tensor h = x;
@@ -120,8 +123,11 @@ Tensor Model::forward(GraphContext& ctx, const Tensor& x, bool training, uint64_
         mul_(h, masks_[i]);
       } else {
         detail::ProfileScope prof(Phase::maxk_cbsr);
-        kept_[i] = maxk(h, maxk_act_, maxk_options(ctx));
-        h = maxk_backward(kept_[i], kept_[i].data, maxk_options(ctx));  // the kept values, dense
+        maxk(h, maxk_act_, detail::keep_cbsr(kept_[i], h, maxk_act_), maxk_options(ctx));
+        // the kept values, dense
+        Tensor& dense = detail::keep(dense_[i], h.shape(), h.dtype(), h.device());
+        maxk_backward(kept_[i], kept_[i].data, dense, maxk_options(ctx));
+        h = dense;
       }
     }
     // The layer's output buffer becomes the next layer's input in place: one pass for the
@@ -147,9 +153,12 @@ void Model::backward(GraphContext& ctx, const Tensor& grad_logits) {
       } else {
         // d loss / d x at the kept positions (a gather through the identity), scattered back.
         detail::ProfileScope prof(Phase::maxk_cbsr);
-        Tensor at_kept;
-        cbsr_sspmm(ctx.identity(), Tensor(), g, kept_[i - 1], at_kept, maxk_options(ctx));
-        g = maxk_backward(kept_[i - 1], at_kept, maxk_options(ctx));
+        const Cbsr& kept = kept_[i - 1];
+        Tensor& at_kept = detail::keep(at_kept_, kept.data.shape(), DType::f32, g.device());
+        cbsr_sspmm(ctx.identity(), Tensor(), g, kept, at_kept, maxk_options(ctx));
+        Tensor& dg = detail::keep(grad_dense_, g.shape(), g.dtype(), g.device());
+        maxk_backward(kept, at_kept, dg, maxk_options(ctx));
+        g = dg;
       }
     }
   }

@@ -64,6 +64,8 @@ class Model {
   std::vector<Tensor> outputs_;  // input of layer i + 1: dropout(act(output of layer i))
   std::vector<Cbsr> kept_;       // GAT + MaxK (float32): the kept entries of each hidden output
   std::vector<Tensor> masks_;    // GAT + MaxK (float64): their 0/1 masks
+  std::vector<Tensor> dense_;    // GAT + MaxK (float32): the kept entries, dense (next input)
+  Tensor at_kept_, grad_dense_;  // GAT + MaxK backward workspaces
   Tensor x_drop_;                // the first layer's dropped-out input, reused every epoch
   uint64_t last_step_ = 0;
   bool last_training_ = false;
