@@ -102,6 +102,10 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       {"bench spmm --graph rmat:6 --strategy cpu_mergepath:bogus=1 --device cpu", "bogus"},
       {"bench spmm --graph rmat:6 --op u_pow_e --device cpu", "u_pow_e"},
       {"bench spmm --graph rmat:6 --device tpu", "tpu"},
+      // maxk's --param goes to the CBSR products' gpu strategy: names and the device are checked
+      {"bench maxk --graph rmat:6 --k 4 --param wraps=4 --device cpu", "wraps"},
+      {"bench maxk --graph rmat:6 --k 4 --param warps --device cpu", "warps"},
+      {"bench maxk --graph rmat:6 --k 4 --param warps=4 --device cpu", "CUDA device"},
       {"info rmat:abc", "SCALE"},
       {"info er:10", "er:N:AVG_DEGREE"},
       {"info " + path("missing.mtx"), "missing.mtx"},

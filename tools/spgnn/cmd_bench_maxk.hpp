@@ -21,6 +21,9 @@ struct MaxkBenchArgs {
   bool no_check = false;
   uint64_t seed = 1;
   int64_t check_rows = 4096;
+  // --param key=value: parameters of the CBSR products' `gpu` strategy (warps, segment,
+  // smem_buffer), e.g. to time an ablation.
+  std::vector<std::string> params;
   LoadFlags flags;
 };
 
