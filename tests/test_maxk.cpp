@@ -166,6 +166,27 @@ TEST(MaxkCpu, OpenMpMatchesReferenceAndPromises) {
   }
 }
 
+// The ends of the key range: all-ones bit patterns (a NaN ranked above +inf, the one with the sign
+// bit below -inf), with ties and every k. The OpenMP kernel searches the key range by counting,
+// so the extreme keys must neither overflow its bounds nor be lost.
+TEST(MaxkCpu, ExtremeKeysMatchReference) {
+  auto bits = [](uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+  };
+  const float hi = bits(0x7fffffffu), lo = bits(0xffffffffu);
+  const std::vector<float> rows = {hi, lo, hi, 0.f, lo, -INFINITY, INFINITY, hi,   // mixed
+                                   lo, lo, lo, lo, lo, lo, lo, lo,                  // all lowest
+                                   hi, hi, hi, hi, hi, hi, hi, hi,                  // all highest
+                                   lo, hi, lo, hi, lo, hi, lo, hi};
+  const Tensor x = Tensor::from_vector<float>(rows, {4, 8});
+  for (int64_t k = 1; k <= 8; ++k) {
+    SCOPED_TRACE("k=" + std::to_string(k));
+    expect_same_cbsr(maxk(x, k, strategy("cpu")), maxk(x, k, strategy("cpu_ref")));
+  }
+}
+
 TEST(MaxkCpu, BackwardScattersToKeptPositions) {
   const Tensor x = maxk_input(50, 64, seed_for(3));
   const Cbsr c = maxk(x, 7);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -27,37 +28,124 @@ uint32_t key_of(float v) {
   return maxk_order_key(b);
 }
 
+// The oracle: a full sort of the row's columns by (key descending, column ascending).
+template <class IdxT>
+void maxk_row_sorted(const float* xr, int64_t F, int64_t k, float* data, IdxT* index,
+                     std::vector<int64_t>& order, std::vector<uint32_t>& keys) {
+  for (int64_t j = 0; j < F; ++j) keys[size_t(j)] = key_of(xr[j]);
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return keys[size_t(a)] != keys[size_t(b)] ? keys[size_t(a)] > keys[size_t(b)] : a < b;
+  });
+  std::sort(order.begin(), order.begin() + k);  // CBSR keeps ascending column order
+  for (int64_t j = 0; j < k; ++j) {
+    data[j] = xr[order[size_t(j)]];
+    index[j] = static_cast<IdxT>(order[size_t(j)]);
+  }
+}
+
+// The OpenMP kernel, without data-dependent branches in its inner loops (a comparison sort or
+// nth_element branches on every compare of a random row): the k-th largest key t by
+// bisection over the key range, each round one count of keys >= mid that the compiler
+// vectorises; a round whose count is exactly k ends it (the kept set is then keys >= mid and has
+// no tie at its edge). One pass in column order then keeps every key above t and the first
+// k - (count above t) keys equal to t: the same set as the sort (ties to the lower column),
+// already in ascending column order. Keys are maxk_order_key shifted to signed, so the counts
+// compare int32s.
+struct SelectScratch {
+  std::vector<int32_t> keys;
+  std::vector<float> vals;
+  std::vector<int32_t> cols;
+  explicit SelectScratch(int64_t F)
+      : keys(static_cast<size_t>(F)), vals(static_cast<size_t>(F)), cols(static_cast<size_t>(F)) {}
+};
+
+inline int32_t signed_key(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return static_cast<int32_t>(maxk_order_key(b) ^ 0x80000000u);
+}
+
+template <class IdxT>
+void maxk_row_select(const float* xr, int64_t F, int64_t k, float* data, IdxT* index,
+                     SelectScratch& s) {
+  int32_t* keys = s.keys.data();
+  int32_t lo = std::numeric_limits<int32_t>::max(), hi = std::numeric_limits<int32_t>::min();
+  for (int64_t j = 0; j < F; ++j) {
+    keys[j] = signed_key(xr[j]);
+    lo = std::min(lo, keys[j]);
+    hi = std::max(hi, keys[j]);
+  }
+  auto count_ge = [&](int32_t t) {
+    int32_t c = 0;
+    for (int64_t j = 0; j < F; ++j) c += keys[j] >= t ? 1 : 0;
+    return int64_t{c};
+  };
+  // Invariant: count(keys >= lo) = c_lo >= k, count(keys >= hi + 1) = c_hi < k. Rounds alternate
+  // between interpolating (counts as if linear in the key between the bounds, aiming between the
+  // k-th and (k+1)-th key) and halving, so at most ~64 rounds whatever the data; on random rows
+  // the interpolation ends it in a few.
+  int64_t t = 0, ties = 0, c_lo = F, c_hi = 0;
+  bool exact = false;
+  for (int round = 0; lo < hi; ++round) {
+    const int64_t width = int64_t{hi} - lo + 1;
+    int64_t step = (width + 1) / 2;
+    if (round % 2 == 0) {
+      const double f = (double(c_lo - k) + 0.5) / double(c_lo - c_hi);
+      step = std::clamp<int64_t>(static_cast<int64_t>(f * double(width)), 1, width - 1);
+    }
+    const int32_t mid = static_cast<int32_t>(lo + step);
+    const int64_t c = count_ge(mid);
+    if (c == k) {
+      t = int64_t{mid} - 1;  // keep keys > mid - 1, i.e. >= mid; no ties to split
+      exact = true;
+      break;
+    }
+    if (c > k) {
+      lo = mid;
+      c_lo = c;
+    } else {
+      hi = mid - 1;
+      c_hi = c;
+    }
+  }
+  if (!exact) {
+    t = lo;  // the k-th largest key
+    ties = k - (lo == std::numeric_limits<int32_t>::max() ? 0 : count_ge(lo + 1));
+  }
+  float* vals = s.vals.data();
+  int32_t* cols = s.cols.data();
+  int64_t o = 0;
+  for (int64_t j = 0; j < F; ++j) {
+    const bool eq = keys[j] == t;
+    const bool take = keys[j] > t || (eq && ties > 0);
+    ties -= (eq && take) ? 1 : 0;
+    vals[o] = xr[j];  // written always, kept only when taken: no branch on the data
+    cols[o] = static_cast<int32_t>(j);
+    o += take ? 1 : 0;
+  }
+  for (int64_t j = 0; j < k; ++j) {
+    data[j] = vals[j];
+    index[j] = static_cast<IdxT>(cols[j]);
+  }
+}
+
 template <class IdxT>
 void maxk_rows(const float* x, int64_t n, int64_t F, int64_t k, float* data, IdxT* index,
                bool reference) {
-  auto one_row = [&](int64_t r, std::vector<int64_t>& order, std::vector<uint32_t>& keys) {
-    const float* xr = x + r * F;
-    for (int64_t j = 0; j < F; ++j) keys[size_t(j)] = key_of(xr[j]);
-    std::iota(order.begin(), order.end(), int64_t{0});
-    // Larger key first; equal keys keep the lower column first.
-    auto before = [&](int64_t a, int64_t b) {
-      return keys[size_t(a)] != keys[size_t(b)] ? keys[size_t(a)] > keys[size_t(b)] : a < b;
-    };
-    if (reference) std::sort(order.begin(), order.end(), before);
-    else if (k < F) std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), before);
-    std::sort(order.begin(), order.begin() + k);  // CBSR keeps ascending column order
-    for (int64_t j = 0; j < k; ++j) {
-      data[r * k + j] = xr[order[size_t(j)]];
-      index[r * k + j] = static_cast<IdxT>(order[size_t(j)]);
-    }
-  };
   if (reference) {
     std::vector<int64_t> order(static_cast<size_t>(F));
     std::vector<uint32_t> keys(static_cast<size_t>(F));
-    for (int64_t r = 0; r < n; ++r) one_row(r, order, keys);
+    for (int64_t r = 0; r < n; ++r)
+      maxk_row_sorted(x + r * F, F, k, data + r * k, index + r * k, order, keys);
     return;
   }
 #pragma omp parallel if (n * F >= kMinParallelWork)
   {
-    std::vector<int64_t> order(static_cast<size_t>(F));
-    std::vector<uint32_t> keys(static_cast<size_t>(F));
+    SelectScratch scratch(F);
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < n; ++r) one_row(r, order, keys);
+    for (int64_t r = 0; r < n; ++r)
+      maxk_row_select(x + r * F, F, k, data + r * k, index + r * k, scratch);
   }
 }
 
