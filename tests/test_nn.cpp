@@ -4,6 +4,7 @@
 // gradients through dropout and activations (and MaxK between GAT layers), the phase profile,
 // checkpoints, dataset readers (split masks too) and argument checks.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdio>
@@ -160,6 +161,38 @@ TEST(NnFunctional, BiasColumnSumAxpyActivations) {
     EXPECT_FLOAT_EQ(gr.data<float>()[i], v > 0 ? 1.f : 0.f);
     EXPECT_NEAR(ge.data<float>()[i], v > 0 ? 1.0 : std::exp(v), 1e-6);
   }
+}
+
+// Large enough for the threaded paths: several row slabs in column_sum (its sum must not depend on
+// the thread count), threaded bias rows, and copy_columns between different widths.
+TEST(NnFunctional, LargeBiasColumnSumAndColumnCopy) {
+  const int64_t rows = 70001, cols = 9;
+  Tensor x = random_tensor({rows, cols}, seed_for(25));
+  Tensor b = random_tensor({cols}, seed_for(26));
+  Tensor y = x.clone();
+  nn::add_bias_(y, b);
+  std::vector<double> ref(cols, 0.0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = x.data<float>()[i * cols + j] + b.data<float>()[j];
+      ASSERT_EQ(y.data<float>()[i * cols + j], v) << i << "," << j;
+      ref[size_t(j)] += v;
+    }
+  Tensor s = poisoned({cols}, DType::f32), s1 = poisoned({cols}, DType::f32);
+  nn::column_sum(y, s);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  nn::column_sum(y, s1);
+  omp_set_num_threads(threads);
+  for (int64_t j = 0; j < cols; ++j) {
+    EXPECT_NEAR(s.data<float>()[j], ref[size_t(j)], 1e-6 * rows) << j;
+    EXPECT_EQ(s.data<float>()[j], s1.data<float>()[j]) << "thread count changed column " << j;
+  }
+  Tensor narrow = poisoned({rows, 4}, DType::f32);
+  nn::copy_columns(y, narrow, 4);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      ASSERT_EQ(narrow.data<float>()[i * 4 + j], y.data<float>()[i * cols + j]);
 }
 
 TEST(NnFunctional, DropoutIsSeededAndInvertedAndBackwardUsesTheSameMask) {

@@ -131,6 +131,13 @@ void for_each(int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) f(i);
 }
 
+// Rows of a [rows, cols] matrix; threads when the matrix (not the row count) is large.
+template <class F>
+void for_rows(int64_t rows, int64_t cols, F f) {
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 18))
+  for (int64_t i = 0; i < rows; ++i) f(i);
+}
+
 template <class T>
 T* ptr(Tensor& t) { return t.data<T>(); }
 template <class T>
@@ -215,7 +222,7 @@ void add_bias_(Tensor& x, const Tensor& bias) {
     using T = decltype(z);
     T* p = ptr<T>(x);
     const T* b = ptr<T>(bias);
-    for_each<T>(rows, [&](int64_t i) {
+    for_rows(rows, cols, [&](int64_t i) {
       for (int64_t j = 0; j < cols; ++j) p[i * cols + j] += b[j];
     });
   });
@@ -240,11 +247,22 @@ void column_sum(const Tensor& x, Tensor& out, double beta) {
     using T = decltype(z);
     const T* p = ptr<T>(x);
     T* o = ptr<T>(out);
-    std::vector<double> acc(static_cast<size_t>(cols), 0.0);
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) acc[size_t(j)] += p[i * cols + j];
-    for (int64_t j = 0; j < cols; ++j)
-      o[j] = T(acc[size_t(j)] + (beta == 0 ? 0.0 : beta * double(o[j])));
+    // Slabs of a fixed number of rows, summed in parallel and then in slab order: the result
+    // does not depend on the thread count.
+    constexpr int64_t kSlab = 2048;
+    const int64_t slabs = (rows + kSlab - 1) / kSlab;
+    std::vector<double> part(static_cast<size_t>(slabs * cols), 0.0);
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 18))
+    for (int64_t sl = 0; sl < slabs; ++sl) {
+      double* acc = part.data() + sl * cols;
+      for (int64_t i = sl * kSlab; i < std::min(rows, (sl + 1) * kSlab); ++i)
+        for (int64_t j = 0; j < cols; ++j) acc[j] += p[i * cols + j];
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      double sum = 0;
+      for (int64_t sl = 0; sl < slabs; ++sl) sum += part[size_t(sl * cols + j)];
+      o[j] = T(sum + (beta == 0 ? 0.0 : beta * double(o[j])));
+    }
   });
 }
 
@@ -293,10 +311,7 @@ void copy_columns(const Tensor& src, Tensor& dst, int64_t cols) {
     using T = decltype(z);
     const T* ps = ptr<T>(src);
     T* pd = ptr<T>(dst);
-    for_each<T>(rows * cols, [&](int64_t t) {
-      const int64_t i = t / cols, j = t - i * cols;
-      pd[i * ld + j] = ps[i * ls + j];
-    });
+    for_rows(rows, cols, [&](int64_t i) { std::copy(ps + i * ls, ps + i * ls + cols, pd + i * ld); });
   });
 }
 
