@@ -203,6 +203,11 @@ std::shared_ptr<const Transposed> cached_transpose(const Graph& g) {
   return t;
 }
 
+// Edges ahead whose gathers the SSpMM prefetches. er:50000:10, F = 256, k = 32, 2 threads, five
+// interleaved runs: no prefetch 31.5 ms (median), 1 ahead 26.7, 2 ahead 26.2, 3 ahead 26.5, 6
+// ahead 29.1; k = 8 unchanged (~11 ms).
+constexpr int64_t kPrefetch = 2;
+
 template <class I, class IdxT>
 void sspmm_t(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Tensor& d_data,
              bool reference) {
@@ -233,7 +238,14 @@ void sspmm_t(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x,
     float* du = dd + u * k;
     const IdxT* c = xi + u * k;
     std::fill(du, du + k, 0.f);
-    for (int64_t te = trowptr[u]; te < trowptr[u + 1]; ++te) {
+    const int64_t te_end = trowptr[u + 1];
+    for (int64_t te = trowptr[u]; te < te_end; ++te) {
+      // The k gathers land in a random row of d_out, each on its own cache line more often than
+      // not: request the lines of the edge kPrefetch ahead while this one is summed.
+      if (te + kPrefetch < te_end) {
+        const float* ahead = dout + int64_t(tcol[te + kPrefetch]) * F;
+        for (int64_t j = 0; j < k; ++j) __builtin_prefetch(ahead + c[j]);
+      }
       const float* dv = dout + int64_t(tcol[te]) * F;
       const float we = weight(w, perm[te]);
       for (int64_t j = 0; j < k; ++j) du[j] += we * dv[c[j]];
