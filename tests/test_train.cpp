@@ -180,6 +180,19 @@ TEST(TrainCli, JsonOutputCheckpointsAndErrors) {
   out = run_cli("train --model gcn --dataset builtin --train-eps --epochs 1 --device cpu", &rc);
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("gin only"), std::string::npos) << out;
+  // Flags that were accepted and then ignored or failed late: each is now refused up front.
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"--eval-every -1", "--eval-every"},
+           {"--lr -1", "--lr"},
+           {"--lr 0", "--lr"},
+           {"--weight-decay -0.1", "--weight-decay"},
+           {"--split time", "--split"},
+           {"--split time --dataset rmat:6", "--split"},
+           {"--split time --dataset planted:300", "--split"}}) {
+    out = run_cli("train --model gcn --epochs 1 --device cpu " + args, &rc);
+    EXPECT_NE(rc, 0) << args << "\n" << out;
+    EXPECT_NE(out.find(needle), std::string::npos) << args << "\n" << out;
+  }
   std::remove(ckpt.c_str());
 }
 

@@ -362,6 +362,8 @@ Dataset read_ogb_dir(const std::string& dir_in, const DatasetOptions& options) {
 
 Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
   if (spec == "builtin") {
+    SPGNN_CHECK(options.ogb_split.empty(), InvalidArgument, "dataset 'builtin': split scheme '",
+                options.ogb_split, "' (--split) applies to OGB raw directories only");
     PlantedPartitionParams p;
     p.seed = options.seed;
     Dataset d = generate_planted_partition(p);
@@ -372,6 +374,9 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
               "': no such file or directory (expected builtin, a dataset directory, an OGB "
               "directory or a graph file)");
   if (is_dir(spec) && !csv_path(spec + "/raw/edge").empty()) return read_ogb_dir(spec, options);
+  SPGNN_CHECK(options.ogb_split.empty(), InvalidArgument, "dataset '", spec, "': split scheme '",
+              options.ogb_split, "' (--split) applies to OGB raw directories (raw/edge.csv.gz, "
+              "split/<scheme>/); this is not one");
   ReadOptions ro;
   ro.build.symmetrize = options.symmetrize;
   ro.build.duplicates = DuplicatePolicy::drop;

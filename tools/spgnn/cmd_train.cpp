@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -38,12 +39,30 @@ struct TrainOpts {
   bool profile = false, train_eps = false, tf32 = false;
 };
 
+// A number > 0 (strict) or >= 0, with a message saying so (CLI11's PositiveNumber prints its
+// range up to DBL_MAX in full); NaN fails both.
+CLI::Validator above_zero(bool strict) {
+  return CLI::Validator(
+      [strict](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0') return "expected a number, got '" + text + "'";
+        if (strict ? v > 0 : v >= 0) return "";
+        return std::string("must be ") + (strict ? "> 0" : ">= 0") + ", got " + text;
+      },
+      strict ? "> 0" : ">= 0");
+}
+
 Dataset load_training_data(const TrainOpts& o, bool show_progress) {
   nn::DatasetOptions dopt;
   dopt.synthetic_features = o.features;
   dopt.synthetic_classes = o.classes;
   dopt.ogb_split = o.split;
   dopt.seed = o.seed;
+  // A split scheme names a folder of an OGB raw directory; generated datasets have their own.
+  SPGNN_CHECK(o.split.empty() || (o.dataset != "builtin" && !is_generator_spec(o.dataset)),
+              InvalidArgument, "--split ", o.split, ": split schemes belong to OGB raw "
+              "directories (raw/, split/<scheme>/), not to the generated dataset '", o.dataset, "'");
   if (o.dataset == "builtin") return nn::load_dataset("builtin", dopt);
   if (o.dataset.rfind("planted:", 0) == 0) {
     Graph g = load_graph(o.dataset, ReadOptions{}, show_progress);
@@ -230,12 +249,13 @@ void register_train(CLI::App& app) {
   cmd->add_option("--heads", o->heads, "GAT attention heads of hidden layers")->capture_default_str();
   cmd->add_option("--epochs", o->epochs, "training epochs (0: evaluate a --load'ed model)")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}))->capture_default_str();
-  cmd->add_option("--lr", o->lr, "Adam learning rate")->capture_default_str();
+  cmd->add_option("--lr", o->lr, "Adam learning rate")->check(above_zero(true))
+      ->capture_default_str();
   cmd->add_option("--dropout", o->dropout, "dropout on every layer's input")->capture_default_str();
   cmd->add_option("--attn-dropout", o->attn_dropout, "GAT attention dropout (-1: same as --dropout)")
       ->capture_default_str();
   cmd->add_option("--weight-decay", o->weight_decay, "Adam L2 weight decay (weights, not biases)")
-      ->capture_default_str();
+      ->check(above_zero(false))->capture_default_str();
   cmd->add_option("--seed", o->seed, "initialisation, dropout and synthetic data seed")->capture_default_str();
   cmd->add_option("--device", o->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--strategy", o->strategy, "SpMM schedule of the aggregations (auto, cpu_mergepath, "
@@ -251,7 +271,7 @@ void register_train(CLI::App& app) {
   cmd->add_option("--classes", o->classes, "synthetic classes (graphs without labels)")->capture_default_str();
   cmd->add_option("--split", o->split, "OGB split scheme folder (default: the one present)");
   cmd->add_option("--eval-every", o->eval_every, "evaluate every N epochs (0: only at the end)")
-      ->capture_default_str();
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))->capture_default_str();
   cmd->add_flag("--profile", o->profile, "after training, print where an epoch's time goes (medians "
                                          "per phase; CUDA events on the GPU)");
   cmd->add_flag("--train-eps", o->train_eps, "GIN: train eps (PyG's GINConv(train_eps=True))");
