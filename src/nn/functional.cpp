@@ -101,30 +101,6 @@ double zero_fraction(const T* a, int64_t rows, int64_t cols) {
   return seen ? double(zeros) / double(seen) : 0.0;
 }
 
-// c = op(a) b + beta c skipping the zeros of a (a row-major, b not transposed): the row-sparse
-// product that a dense BLAS cannot do.
-template <class T>
-void gemm_sparse_a(const T* a, bool ta, const T* b, T* c, int64_t m, int64_t n, int64_t k, T beta) {
-  for (int64_t i = 0; i < m * n; ++i) c[i] = beta == T(0) ? T(0) : beta * c[i];
-  if (!ta) {
-#pragma omp parallel for schedule(dynamic, 64)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t p = 0; p < k; ++p) {
-        const T av = a[i * k + p];
-        if (av == T(0)) continue;
-        for (int64_t j = 0; j < n; ++j) c[i * n + j] += av * b[p * n + j];
-      }
-    return;
-  }
-  // op(a) = a^T with a [k, m]: row p of a scatters into the rows of c it has non-zeros for.
-  for (int64_t p = 0; p < k; ++p)
-    for (int64_t i = 0; i < m; ++i) {
-      const T av = a[p * m + i];
-      if (av == T(0)) continue;
-      for (int64_t j = 0; j < n; ++j) c[i * n + j] += av * b[p * n + j];
-    }
-}
-
 template <class T, class F>
 void for_each(int64_t n, F f) {
 #pragma omp parallel for schedule(static) if (n > (1 << 18))
@@ -137,6 +113,53 @@ void for_rows(int64_t rows, int64_t cols, F f) {
 #pragma omp parallel for schedule(static) if (rows * cols > (1 << 18))
   for (int64_t i = 0; i < rows; ++i) f(i);
 }
+
+// c = op(a) b + beta c skipping the zeros of a (a row-major, b not transposed): the row-sparse
+// product that a dense BLAS cannot do.
+template <class T>
+void gemm_sparse_a(const T* a, bool ta, const T* b, T* c, int64_t m, int64_t n, int64_t k, T beta) {
+  auto init_row = [&](int64_t i) {
+    for (int64_t j = 0; j < n; ++j) c[i * n + j] = beta == T(0) ? T(0) : beta * c[i * n + j];
+  };
+  if (!ta) {
+#pragma omp parallel for schedule(dynamic, 64)
+    for (int64_t i = 0; i < m; ++i) {
+      init_row(i);
+      for (int64_t p = 0; p < k; ++p) {
+        const T av = a[i * k + p];
+        if (av == T(0)) continue;
+        for (int64_t j = 0; j < n; ++j) c[i * n + j] += av * b[p * n + j];
+      }
+    }
+    return;
+  }
+  // op(a) = a^T with a [k, m] (the first layer's weight gradient, x^T dh): slabs of rows of a
+  // scatter into their own [m, n] partial sums in parallel, added in slab order afterwards. The
+  // slab count depends on k only, so the result does not depend on the thread count.
+  const int64_t slabs = std::clamp<int64_t>(k / 1024, 1, 16);
+  std::vector<T> part(static_cast<size_t>(slabs > 1 ? (slabs - 1) * m * n : 0), T(0));
+  for (int64_t i = 0; i < m; ++i) init_row(i);
+#pragma omp parallel for schedule(static, 1) if (slabs > 1)
+  for (int64_t sl = 0; sl < slabs; ++sl) {
+    T* acc = sl == 0 ? c : part.data() + (sl - 1) * m * n;  // slab 0 adds into c itself
+    for (int64_t p = sl * k / slabs; p < (sl + 1) * k / slabs; ++p) {
+      const T* ap = a + p * m;
+      const T* bp = b + p * n;
+      for (int64_t i = 0; i < m; ++i) {
+        const T av = ap[i];
+        if (av == T(0)) continue;
+        for (int64_t j = 0; j < n; ++j) acc[i * n + j] += av * bp[j];
+      }
+    }
+  }
+  for (int64_t sl = 1; sl < slabs; ++sl) {
+    const T* pp = part.data() + (sl - 1) * m * n;
+    for_rows(m, n, [&](int64_t i) {
+      for (int64_t j = 0; j < n; ++j) c[i * n + j] += pp[i * n + j];
+    });
+  }
+}
+
 
 template <class T>
 T* ptr(Tensor& t) { return t.data<T>(); }
