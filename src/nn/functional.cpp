@@ -136,7 +136,10 @@ void gemm_sparse_a(const T* a, bool ta, const T* b, T* c, int64_t m, int64_t n, 
   // op(a) = a^T with a [k, m] (the first layer's weight gradient, x^T dh): slabs of rows of a
   // scatter into their own [m, n] partial sums in parallel, added in slab order afterwards. The
   // slab count depends on k only, so the result does not depend on the thread count.
-  const int64_t slabs = std::clamp<int64_t>(k / 1024, 1, 16);
+  // At most 16 slabs of >= 1024 rows, and at most 2^24 values of partial sums beside c.
+  const int64_t slabs =
+      std::clamp<int64_t>(std::min(k / 1024, 1 + (int64_t{1} << 24) / std::max<int64_t>(1, m * n)),
+                          1, 16);
   std::vector<T> part(static_cast<size_t>(slabs > 1 ? (slabs - 1) * m * n : 0), T(0));
   for (int64_t i = 0; i < m; ++i) init_row(i);
 #pragma omp parallel for schedule(static, 1) if (slabs > 1)
