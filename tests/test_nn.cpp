@@ -111,24 +111,31 @@ TEST(NnFunctional, GemmAllTransposesMatchFloat64Loops) {
   }
 }
 
-// Mostly-zero left operands (bag-of-words features after dropout) take the row-sparse path.
+// Mostly-zero left operands (bag-of-words features after dropout) take the row-sparse path;
+// k = 5000 splits a^T b into several row slabs, and beta != 0 keeps c's old values.
 TEST(NnFunctional, GemmWithSparseLeftOperandMatchesDense) {
-  for (bool ta : {false, true}) {
-    Tensor a = random_tensor(ta ? std::vector<int64_t>{256, 300} : std::vector<int64_t>{300, 256}, seed_for(15));
-    float* pa = a.data<float>();
-    for (int64_t i = 0; i < a.numel(); ++i)
-      if (i % 23 != 0) pa[i] = 0.f;
-    Tensor b = random_tensor({256, 17}, seed_for(16));
-    Tensor c = poisoned({300, 17}, DType::f32);
-    nn::gemm(a, ta, b, false, c, 0);
-    Tensor ref = Tensor::zeros({300, 17}, DType::f64);
-    for (int64_t i = 0; i < 300; ++i)
-      for (int64_t p = 0; p < 256; ++p)
-        for (int64_t j = 0; j < 17; ++j)
-          ref.data<double>()[i * 17 + j] +=
-              double(ta ? pa[p * 300 + i] : pa[i * 256 + p]) * b.data<float>()[p * 17 + j];
-    EXPECT_LT(rel_error(c, ref), 1e-5) << "ta=" << ta;
-  }
+  for (int64_t k : {int64_t{256}, int64_t{5000}})
+    for (bool ta : {false, true})
+      for (double beta : {0.0, 0.5}) {
+        const int64_t m = 300, n = 17;
+        Tensor a = random_tensor(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k},
+                                 seed_for(15));
+        float* pa = a.data<float>();
+        for (int64_t i = 0; i < a.numel(); ++i)
+          if (i % 23 != 0) pa[i] = 0.f;
+        Tensor b = random_tensor({k, n}, seed_for(16));
+        Tensor c = beta == 0 ? poisoned({m, n}, DType::f32) : random_tensor({m, n}, seed_for(17));
+        Tensor ref = Tensor::zeros({m, n}, DType::f64);
+        if (beta != 0)
+          for (int64_t i = 0; i < m * n; ++i) ref.data<double>()[i] = beta * c.data<float>()[i];
+        nn::gemm(a, ta, b, false, c, beta);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t p = 0; p < k; ++p)
+            for (int64_t j = 0; j < n; ++j)
+              ref.data<double>()[i * n + j] +=
+                  double(ta ? pa[p * m + i] : pa[i * k + p]) * b.data<float>()[p * n + j];
+        EXPECT_LT(rel_error(c, ref), 1e-5) << "k=" << k << " ta=" << ta << " beta=" << beta;
+      }
 }
 
 TEST(NnFunctional, BiasColumnSumAxpyActivations) {
