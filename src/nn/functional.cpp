@@ -163,7 +163,6 @@ void gemm_sparse_a(const T* a, bool ta, const T* b, T* c, int64_t m, int64_t n, 
   }
 }
 
-
 template <class T>
 T* ptr(Tensor& t) { return t.data<T>(); }
 template <class T>
