@@ -427,6 +427,14 @@ namespace {
 uint32_t dropout_threshold(double p) {
   return static_cast<uint32_t>(std::llround(p * double(1u << 24)));
 }
+// Element i of an inverted dropout. A zero stays zero whether dropped or kept, so its hash is
+// skipped: bag-of-words inputs (Cora: 98.7% zeros), ReLU outputs and MaxK's dense rows are mostly
+// zeros. (A -0.0 that the mask drops stays -0.0 instead of +0.0; equal under every comparison.)
+template <class T>
+T drop_value(T v, uint64_t seed, int64_t i, uint32_t thr, double scale) {
+  if (v == T(0)) return v;
+  return detail::dropout_keep(seed, uint64_t(i), thr) ? T(v * scale) : T(0);
+}
 void check_p(double p, const char* fn) {
   SPGNN_CHECK(p >= 0 && p < 1, InvalidArgument, fn, ": dropout probability 'p' must be in [0, 1), got ", p);
 }
@@ -461,13 +469,7 @@ void dropout(const Tensor& x, double p, uint64_t seed, Tensor& out) {
     using T = decltype(z);
     const T* px = ptr<T>(x);
     T* py = ptr<T>(out);
-    // A zero stays zero whether dropped or kept, so its hash is skipped: bag-of-words inputs
-    // (Cora: 98.7% zeros) and MaxK's dense rows (k of F non-zero) are mostly zeros. (A -0.0 that
-    // the mask drops stays -0.0 instead of +0.0; equal under every comparison.)
-    for_each<T>(n, [&](int64_t i) {
-      const T v = px[i];
-      py[i] = v == T(0) ? v : detail::dropout_keep(seed, uint64_t(i), thr) ? T(v * scale) : T(0);
-    });
+    for_each<T>(n, [&](int64_t i) { py[i] = drop_value(px[i], seed, i, thr, scale); });
   });
 }
 
@@ -507,9 +509,7 @@ void activation_dropout_(Tensor& x, Activation act, double p, uint64_t seed) {
       T v = px[i];
       if (act == Activation::relu) v = v > T(0) ? v : T(0);
       else if (act == Activation::elu) v = v > T(0) ? v : std::expm1(v);
-      // Zeros skip the hash (see dropout above): ReLU outputs and MaxK's rows are mostly zeros.
-      if (drop && v != T(0)) v = detail::dropout_keep(seed, uint64_t(i), thr) ? T(v * scale) : T(0);
-      px[i] = v;
+      px[i] = drop ? drop_value(v, seed, i, thr, scale) : v;
     });
   });
 }
