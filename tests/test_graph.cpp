@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <set>
@@ -297,6 +298,68 @@ TEST(GraphBuild, Canonicalize) {
   EXPECT_EQ(as_i64(h2.row), as_i64(h.row));
   EXPECT_EQ(as_i64(h2.col), as_i64(h.col));
   EXPECT_EQ(as_f32(h2.val), as_f32(h.val));
+}
+
+// Edge tensors read in place (e.g. a caller's edge_index) build the same graph as vectors, and
+// input_pos maps each edge back to its input position: parallel edges keep their input order,
+// created loops get -1.
+TEST(GraphBuild, FromTensorsWithInputPositions) {
+  const std::vector<int64_t> rows = {2, 0, 2, 1, 0, 2, 1};
+  const std::vector<int64_t> cols = {1, 2, 0, 1, 2, 1, 0};
+  BuildOptions keep;
+  keep.duplicates = DuplicatePolicy::keep;
+  const Graph ref = graph_from_edges(3, 3, rows, cols, {}, keep);
+  auto owner = std::make_shared<std::vector<int64_t>>(rows);
+  auto owner2 = std::make_shared<std::vector<int64_t>>(cols);
+  const Tensor r = Tensor::from_external(owner->data(), {7}, {1}, DType::i64, Device::cpu(), owner);
+  const Tensor c = Tensor::from_external(owner2->data(), {7}, {}, DType::i64, Device::cpu(), owner2);
+  EXPECT_TRUE(r.is_external());
+  EXPECT_EQ(r.raw(), owner->data());  // a view, not a copy
+  Tensor pos;
+  Graph g = graph_from_edge_tensors(3, 3, r, c, Tensor(), keep, &pos);
+  g.validate();
+  EXPECT_EQ(as_i64(g.row), as_i64(ref.row));
+  EXPECT_EQ(as_i64(g.col), as_i64(ref.col));
+  // (0,2) x2 at inputs 1 and 4; (1,0) at 6; (1,1) at 3; (2,0) at 2; (2,1) x2 at 0 and 5
+  EXPECT_EQ(pos.to_vector<int64_t>(), (std::vector<int64_t>{1, 4, 6, 3, 2, 0, 5}));
+  for (int64_t e = 0; e < g.nnz(); ++e) {
+    EXPECT_EQ(as_i64(g.row)[e], rows[pos.to_vector<int64_t>()[e]]);
+    EXPECT_EQ(as_i64(g.col)[e], cols[pos.to_vector<int64_t>()[e]]);
+  }
+  BuildOptions loops = keep;
+  loops.self_loops = SelfLoopPolicy::add;
+  graph_from_edge_tensors(3, 3, r, c, Tensor(), loops, &pos);
+  // row 0 gains a loop before its two (0,2) edges; row 1 keeps its own loop; row 2 gains one
+  EXPECT_EQ(pos.to_vector<int64_t>(), (std::vector<int64_t>{-1, 1, 4, 6, 3, 2, 0, 5, -1}));
+  BuildOptions sum;
+  expect_error<InvalidArgument>([&] { graph_from_edge_tensors(3, 3, r, c, Tensor(), sum, &pos); },
+                                {"duplicates=keep"});
+  expect_error<InvalidArgument>(
+      [&] { graph_from_edge_tensors(3, 3, r, c.reshape({7, 1}), Tensor(), keep); },
+      {"1-D of one length"});
+}
+
+TEST(TensorExternal, ViewsAreCheckedAndKeepTheirOwnerAlive) {
+  auto owner = std::make_shared<std::vector<float>>(12, 1.f);
+  std::weak_ptr<std::vector<float>> watch = owner;
+  Tensor t = Tensor::from_external(owner->data(), {3, 4}, {4, 1}, DType::f32, Device::cpu(), owner);
+  owner.reset();
+  EXPECT_FALSE(watch.expired());  // the tensor holds it
+  Tensor copy = t;
+  t = Tensor();
+  EXPECT_FALSE(watch.expired());
+  copy = Tensor();
+  EXPECT_TRUE(watch.expired());
+  auto mem = std::make_shared<std::vector<float>>(12);
+  // a transposed (column-major) layout is refused, not copied
+  expect_error<InvalidArgument>([&] {
+    Tensor::from_external(mem->data(), {3, 4}, {1, 3}, DType::f32, Device::cpu(), mem, "x");
+  }, {"x is not contiguous", "dimension 1 has stride 3"});
+  // size-1 dimensions may carry any stride
+  Tensor::from_external(mem->data(), {1, 12}, {99, 1}, DType::f32, Device::cpu(), mem);
+  expect_error<InvalidArgument>([&] {
+    Tensor::from_external(mem->data(), {3, 4}, {4, 1}, DType::f32, Device::cpu(), nullptr, "y");
+  }, {"y: an external tensor needs an owner"});
 }
 
 // ---- index width -------------------------------------------------------------------------------

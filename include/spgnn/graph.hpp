@@ -66,6 +66,15 @@ struct BuildOptions {
 Graph graph_from_edges(int64_t n_rows, int64_t n_cols, const std::vector<int64_t>& rows,
                        const std::vector<int64_t>& cols, const std::vector<float>& vals = {},
                        const BuildOptions& options = {});
+// graph_from_edges from host index tensors read in place (int32 or int64 [m] each; `vals` float32 [m] or
+// undefined), e.g. zero-copy views of a caller's edge_index. When `input_pos` is not null it
+// receives, for each edge of the result, its position in the input (int64 [nnz]; -1 for a loop
+// that self_loops=add created): the map that puts edge features given in the caller's order
+// into the graph's order. That needs duplicates = keep and no symmetrize, so that each edge
+// comes from exactly one input edge.
+Graph graph_from_edge_tensors(int64_t n_rows, int64_t n_cols, const Tensor& rows,
+                              const Tensor& cols, const Tensor& vals,
+                              const BuildOptions& options = {}, Tensor* input_pos = nullptr);
 // Re-applies canonicalisation to an existing host graph.
 Graph canonicalize(const Graph& g, const BuildOptions& options);
 // Index dtype the automatic rule picks for these sizes.

@@ -39,12 +39,16 @@ Device parse_device(const std::string& s);
 // True when this build has CUDA and at least one device is visible.
 bool cuda_available();
 
-// Raw allocation on a device; the deleter knows where the bytes live.
+// Raw allocation on a device; the deleter knows where the bytes live. External storage (memory
+// spgnn borrows from another library, see Tensor::from_external) is never freed here: `owner`
+// keeps it alive and releasing `owner` hands it back.
 struct Storage {
   void* ptr = nullptr;
   size_t bytes = 0;
   Device device;
+  std::shared_ptr<void> owner;  // set only for external storage
   Storage(size_t nbytes, Device dev);
+  Storage(void* external, size_t nbytes, Device dev, std::shared_ptr<void> keep_alive);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -58,6 +62,16 @@ class Tensor {
   static Tensor zeros(std::vector<int64_t> shape, DType dtype, Device device = Device::cpu());
   static Tensor full(std::vector<int64_t> shape, DType dtype, double value,
                      Device device = Device::cpu());
+  // A view of memory spgnn does not own (zero-copy interop with DLPack producers: PyTorch,
+  // NumPy, CuPy): no copy is made, and `keep_alive` is held by every copy of the returned
+  // Tensor, so the memory stays valid as long as spgnn uses it. `strides` are in elements, one
+  // per dimension, or empty for row-major; spgnn's kernels read row-major memory only, so any
+  // other layout is an InvalidArgument naming `what` (dimensions of size 1 may carry any
+  // stride, as producers leave them unnormalised). `data` may be null only when the tensor has
+  // no elements.
+  static Tensor from_external(void* data, std::vector<int64_t> shape,
+                              const std::vector<int64_t>& strides, DType dtype, Device device,
+                              std::shared_ptr<void> keep_alive, const std::string& what = "tensor");
   template <class T>
   static Tensor from_vector(const std::vector<T>& v, std::vector<int64_t> shape = {}) {
     if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
@@ -75,6 +89,8 @@ class Tensor {
   }
 
   bool defined() const { return defined_; }
+  // True when the memory belongs to another library (from_external).
+  bool is_external() const { return storage_ && storage_->owner != nullptr; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t dim(int i) const;
   int ndim() const { return static_cast<int>(shape_.size()); }
@@ -109,6 +125,9 @@ class Tensor {
   void fill_(double value, void* stream = nullptr);
   // Copies `src` (same dtype and numel) into this tensor, across devices if needed.
   void copy_from(const Tensor& src);
+  // The same, ordered on the CUDA stream `stream` (a cudaStream_t; nullptr = the default
+  // stream) when either side is on a device, so it interleaves with a caller's queued work.
+  void copy_from(const Tensor& src, void* stream);
 
  private:
   void check_dtype(DType want) const;

@@ -13,6 +13,9 @@ void cuda_free(void* p, int device) noexcept;
 // dir: 0 host->device, 1 device->host, 2 device->device (synchronous w.r.t. the host).
 void cuda_copy(void* dst, const void* src, size_t bytes, int dir);
 void cuda_fill(void* p, DType dtype, int64_t n, double value, void* stream);
+// Ordered on `stream` (asynchronous w.r.t. the host when the host side is pinned or both are on
+// the device); `kind` as in cuda_copy, 3 = let the runtime infer it from the pointers.
+void cuda_copy_async(void* dst, const void* src, size_t bytes, int dir, void* stream);
 int cuda_device_count() noexcept;
 
 }  // namespace spgnn::detail

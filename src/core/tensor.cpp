@@ -63,8 +63,11 @@ Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
   }
 }
 
+Storage::Storage(void* external, size_t nbytes, Device dev, std::shared_ptr<void> keep_alive)
+    : ptr(external), bytes(nbytes), device(dev), owner(std::move(keep_alive)) {}
+
 Storage::~Storage() {
-  if (!ptr) return;
+  if (!ptr || owner) return;
   if (device.type == DeviceType::cpu) std::free(ptr);
   else detail::cuda_free(ptr, device.index);
 }
@@ -85,6 +88,43 @@ Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, Device device) {
   t.defined_ = true;
   t.storage_ = std::make_shared<Storage>(static_cast<size_t>(n) * dtype_size(dtype), device);
   t.ptr_ = t.storage_->ptr;
+  return t;
+}
+
+Tensor Tensor::from_external(void* data, std::vector<int64_t> shape,
+                             const std::vector<int64_t>& strides, DType dtype, Device device,
+                             std::shared_ptr<void> keep_alive, const std::string& what) {
+  SPGNN_CHECK(keep_alive != nullptr, InvalidArgument, what,
+              ": an external tensor needs an owner that keeps its memory alive");
+  SPGNN_CHECK(strides.empty() || strides.size() == shape.size(), InvalidArgument, what, ": ",
+              strides.size(), " strides for ", shape.size(), " dimensions");
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    SPGNN_CHECK(d >= 0, InvalidArgument, what, ": negative dimension ", d);
+    SPGNN_CHECK(d == 0 || n <= std::numeric_limits<int64_t>::max() / 8 / d, InvalidArgument,
+                what, ": too many elements to address");
+    n *= d;
+  }
+  if (n > 0 && !strides.empty()) {
+    int64_t expect = 1;
+    for (size_t i = shape.size(); i-- > 0;) {
+      SPGNN_CHECK(shape[i] == 1 || strides[i] == expect, InvalidArgument, what,
+                  " is not contiguous (dimension ", i, " has stride ", strides[i], ", row-major needs ",
+                  expect, "): spgnn reads row-major memory in place and never copies its inputs; "
+                  "pass a contiguous tensor (e.g. x.contiguous())");
+      expect *= shape[i];
+    }
+  }
+  SPGNN_CHECK(data != nullptr || n == 0, InvalidArgument, what, ": null data pointer");
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.numel_ = n;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.defined_ = true;
+  t.storage_ = std::make_shared<Storage>(data, static_cast<size_t>(n) * dtype_size(dtype), device,
+                                         std::move(keep_alive));
+  t.ptr_ = data;
   return t;
 }
 
@@ -135,6 +175,18 @@ void Tensor::copy_from(const Tensor& src) {
   else if (!sd && dd) detail::cuda_copy(ptr_, src.ptr_, n, 0);
   else if (sd && !dd) detail::cuda_copy(ptr_, src.ptr_, n, 1);
   else detail::cuda_copy(ptr_, src.ptr_, n, 2);
+}
+
+void Tensor::copy_from(const Tensor& src, void* stream) {
+  SPGNN_CHECK(defined_ && src.defined_, InvalidArgument, "copy_from: undefined tensor");
+  SPGNN_CHECK(src.dtype_ == dtype_ && src.numel_ == numel_, InvalidArgument,
+              "copy_from: source ", dtype_name(src.dtype_), src.shape_str(), " does not match ",
+              dtype_name(dtype_), shape_str());
+  const size_t n = nbytes();
+  if (n == 0) return;
+  const bool sd = src.device_.is_cuda(), dd = device_.is_cuda();
+  if (!sd && !dd) std::memcpy(ptr_, src.ptr_, n);
+  else detail::cuda_copy_async(ptr_, src.ptr_, n, !sd ? 0 : !dd ? 1 : 2, stream);
 }
 
 Tensor Tensor::reshape(std::vector<int64_t> shape) const {
@@ -206,6 +258,7 @@ namespace detail {
 void* cuda_alloc(size_t, int) { no_cuda(); }
 void cuda_free(void*, int) noexcept {}
 void cuda_copy(void*, const void*, size_t, int) { no_cuda(); }
+void cuda_copy_async(void*, const void*, size_t, int, void*) { no_cuda(); }
 void cuda_fill(void*, DType, int64_t, double, void*) { no_cuda(); }
 int cuda_device_count() noexcept { return 0; }
 }  // namespace detail

@@ -182,7 +182,8 @@ void walk_row(int64_t r, const KeyT* keys, int64_t b, int64_t e, int kbits, Dupl
 template <class IndexT, class KeyT, class InT>
 Graph emit_graph(int64_t n_rows, int64_t n_cols, const VirtualEdges<InT>& ve,
                  std::unique_ptr<KeyT[]> keys, const std::vector<int64_t>& in_off,
-                 const std::vector<int64_t>& out_off, int kbits, const BuildOptions& opt) {
+                 const std::vector<int64_t>& out_off, int kbits, const BuildOptions& opt,
+                 Tensor* input_pos) {
   const int64_t nnz = out_off[static_cast<size_t>(n_rows)];
   const DType it = dtype_of<IndexT>();
   const bool add_loops = opt.self_loops == SelfLoopPolicy::add;
@@ -198,6 +199,11 @@ Graph emit_graph(int64_t n_rows, int64_t n_cols, const VirtualEdges<InT>& ve,
   IndexT* row = g.row.data<IndexT>();
   IndexT* col = g.col.data<IndexT>();
   float* val = ve.e.vals ? g.val.data<float>() : nullptr;
+  int64_t* ipos = nullptr;
+  if (input_pos) {
+    *input_pos = Tensor::empty({nnz}, DType::i64);
+    ipos = input_pos->data<int64_t>();
+  }
   const KeyT* kp = keys.get();
 
 #pragma omp parallel for schedule(static)
@@ -209,6 +215,9 @@ Graph emit_graph(int64_t n_rows, int64_t n_cols, const VirtualEdges<InT>& ve,
     walk_row(r, kp, in_off[static_cast<size_t>(r)], in_off[static_cast<size_t>(r) + 1], kbits,
              opt.duplicates, add_loops, [&](int64_t c, int64_t b, int64_t q, ValueRule rule) {
                col[pos] = static_cast<IndexT>(c);
+               // Under keep (checked by the caller) every edge but a created loop is one key.
+               if (ipos)
+                 ipos[pos] = rule == ValueRule::one ? -1 : static_cast<int64_t>(kp[b] & kmask);
                if (val) {
                  if (rule == ValueRule::one) {
                    val[pos] = 1.0f;
@@ -235,7 +244,7 @@ Graph emit_graph(int64_t n_rows, int64_t n_cols, const VirtualEdges<InT>& ve,
 
 template <class KeyT, class InT>
 Graph build_keyed(int64_t n_rows, int64_t n_cols, const VirtualEdges<InT>& ve, int kbits,
-                  const BuildOptions& opt) {
+                  const BuildOptions& opt, Tensor* input_pos) {
   std::vector<int64_t> in_off;
   std::unique_ptr<KeyT[]> keys = bucket_by_row<KeyT>(ve, n_rows, kbits, in_off);
   KeyT* kp = keys.get();
@@ -257,13 +266,15 @@ Graph build_keyed(int64_t n_rows, int64_t n_cols, const VirtualEdges<InT>& ve, i
 
   const DType it = pick_index_dtype(std::max(n_rows, n_cols), out_off.back(), opt.index_width);
   if (it == DType::i32)
-    return emit_graph<int32_t>(n_rows, n_cols, ve, std::move(keys), in_off, out_off, kbits, opt);
-  return emit_graph<int64_t>(n_rows, n_cols, ve, std::move(keys), in_off, out_off, kbits, opt);
+    return emit_graph<int32_t>(n_rows, n_cols, ve, std::move(keys), in_off, out_off, kbits, opt,
+                               input_pos);
+  return emit_graph<int64_t>(n_rows, n_cols, ve, std::move(keys), in_off, out_off, kbits, opt,
+                             input_pos);
 }
 
 template <class InT>
 Graph build_impl(int64_t n_rows, int64_t n_cols, const EdgeArrays<InT>& e,
-                 const BuildOptions& opt) {
+                 const BuildOptions& opt, Tensor* input_pos) {
   SPGNN_CHECK(n_rows >= 0 && n_cols >= 0, InvalidArgument, "graph size ", n_rows, " x ", n_cols,
               " is negative");
   SPGNN_CHECK(e.m >= 0, InvalidArgument, "negative edge count ", e.m);
@@ -271,6 +282,10 @@ Graph build_impl(int64_t n_rows, int64_t n_cols, const EdgeArrays<InT>& e,
               "symmetrize needs a square graph, got ", n_rows, " x ", n_cols);
   SPGNN_CHECK(opt.self_loops != SelfLoopPolicy::add || n_rows == n_cols, InvalidArgument,
               "self_loops=add needs a square graph, got ", n_rows, " x ", n_cols);
+  SPGNN_CHECK(!input_pos || (opt.duplicates == DuplicatePolicy::keep && !opt.symmetrize),
+              InvalidArgument,
+              "input positions exist only when every edge comes from one input edge: "
+              "duplicates=keep and no symmetrize");
   // Fail before the expensive part when int32 was requested for too many vertices.
   pick_index_dtype(std::max(n_rows, n_cols), 0, opt.index_width);
   check_ids(n_rows, n_cols, e);
@@ -284,8 +299,9 @@ Graph build_impl(int64_t n_rows, int64_t n_cols, const EdgeArrays<InT>& e,
   const int cbits = bits_for(static_cast<uint64_t>(n_cols > 0 ? n_cols - 1 : 0));
   // 64-bit keys cover every graph that fits in memory today (2^27 vertices x 2^30 edges uses
   // 57 bits); the 128-bit path only keeps absurd sizes correct instead of truncating.
-  if (kbits + cbits <= 64) return build_keyed<uint64_t>(n_rows, n_cols, ve, kbits, opt);
-  return build_keyed<U128>(n_rows, n_cols, ve, kbits, opt);
+  if (kbits + cbits <= 64)
+    return build_keyed<uint64_t>(n_rows, n_cols, ve, kbits, opt, input_pos);
+  return build_keyed<U128>(n_rows, n_cols, ve, kbits, opt, input_pos);
 }
 
 template <class IndexT>
@@ -361,12 +377,12 @@ void check_index_tensor(const Tensor& t, const char* name, DType want, int64_t n
 
 namespace graph_detail {
 Graph build_graph(int64_t n_rows, int64_t n_cols, const EdgeArrays<int32_t>& e,
-                  const BuildOptions& options) {
-  return build_impl(n_rows, n_cols, e, options);
+                  const BuildOptions& options, Tensor* input_pos) {
+  return build_impl(n_rows, n_cols, e, options, input_pos);
 }
 Graph build_graph(int64_t n_rows, int64_t n_cols, const EdgeArrays<int64_t>& e,
-                  const BuildOptions& options) {
-  return build_impl(n_rows, n_cols, e, options);
+                  const BuildOptions& options, Tensor* input_pos) {
+  return build_impl(n_rows, n_cols, e, options, input_pos);
 }
 }  // namespace graph_detail
 
@@ -450,6 +466,36 @@ Graph graph_from_edges(int64_t n_rows, int64_t n_cols, const std::vector<int64_t
   e.vals = vals.empty() ? nullptr : vals.data();
   e.m = static_cast<int64_t>(rows.size());
   return graph_detail::build_graph(n_rows, n_cols, e, options);
+}
+
+Graph graph_from_edge_tensors(int64_t n_rows, int64_t n_cols, const Tensor& rows,
+                              const Tensor& cols, const Tensor& vals, const BuildOptions& options,
+                              Tensor* input_pos) {
+  SPGNN_CHECK(rows.defined() && cols.defined(), InvalidArgument,
+              "graph_from_edge_tensors: 'rows' and 'cols' are required");
+  SPGNN_CHECK(!rows.device().is_cuda() && !cols.device().is_cuda() &&
+                  (!vals.defined() || !vals.device().is_cuda()),
+              InvalidArgument, "graph_from_edge_tensors: the edge arrays must be on the host");
+  SPGNN_CHECK(rows.dtype() == cols.dtype() &&
+                  (rows.dtype() == DType::i32 || rows.dtype() == DType::i64),
+              InvalidArgument,
+              "graph_from_edge_tensors: 'rows' and 'cols' must both be int32 or int64, got ",
+              dtype_name(rows.dtype()), " and ", dtype_name(cols.dtype()));
+  SPGNN_CHECK(rows.ndim() == 1 && cols.ndim() == 1 && rows.numel() == cols.numel(), InvalidArgument,
+              "graph_from_edge_tensors: 'rows' ", rows.shape_str(), " and 'cols' ", cols.shape_str(),
+              " must be 1-D of one length");
+  SPGNN_CHECK(!vals.defined() || (vals.dtype() == DType::f32 && vals.numel() == rows.numel()),
+              InvalidArgument, "graph_from_edge_tensors: 'vals' must be float32 [", rows.numel(),
+              "]");
+  return graph_detail::dispatch_index(rows.dtype(), [&](auto tag) {
+    using I = decltype(tag);
+    EdgeArrays<I> e;
+    e.rows = rows.data<I>();
+    e.cols = cols.data<I>();
+    e.vals = vals.defined() ? vals.data<float>() : nullptr;
+    e.m = rows.numel();
+    return graph_detail::build_graph(n_rows, n_cols, e, options, input_pos);
+  });
 }
 
 Graph canonicalize(const Graph& g, const BuildOptions& options) {

@@ -22,11 +22,12 @@ struct EdgeArrays {
   int64_t m = 0;
 };
 
-// Validates ids (InvalidArgument naming the first bad position) and builds the canonical graph.
+// Validates ids (InvalidArgument naming the first bad position) and builds the canonical graph;
+// `input_pos` as in graph_from_edge_tensors.
 Graph build_graph(int64_t n_rows, int64_t n_cols, const EdgeArrays<int32_t>& e,
-                  const BuildOptions& options);
+                  const BuildOptions& options, Tensor* input_pos = nullptr);
 Graph build_graph(int64_t n_rows, int64_t n_cols, const EdgeArrays<int64_t>& e,
-                  const BuildOptions& options);
+                  const BuildOptions& options, Tensor* input_pos = nullptr);
 
 // Calls f(IndexT{}) with IndexT = int32_t or int64_t matching `t`.
 template <class F>

@@ -42,6 +42,14 @@ void cuda_copy(void* dst, const void* src, size_t bytes, int dir) {
   SPGNN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
 }
 
+void cuda_copy_async(void* dst, const void* src, size_t bytes, int dir, void* stream) {
+  const cudaMemcpyKind kind = dir == 0   ? cudaMemcpyHostToDevice
+                              : dir == 1 ? cudaMemcpyDeviceToHost
+                              : dir == 2 ? cudaMemcpyDeviceToDevice
+                                         : cudaMemcpyDefault;
+  SPGNN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, as_stream(stream)));
+}
+
 void cuda_fill(void* p, DType dtype, int64_t n, double value, void* stream) {
   cudaStream_t s = as_stream(stream);
   switch (dtype) {
