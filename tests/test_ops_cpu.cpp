@@ -592,11 +592,46 @@ TEST_F(FrontDoor, SpmmRejectsWrongOperandRows) {
 }
 TEST_F(FrontDoor, SpmmRejectsWrongDtype) {
   const Tensor u64 = u.astype(DType::f64);
-  expect_error<InvalidArgument>([&] { spmm(SpmmOp::copy_u, Reduce::sum, u64, Tensor()); },
-                                "'u' must be float32");
+  const Tensor e32 = Tensor::from_vector<float>({1, 2, 3, 4});
+  expect_error<InvalidArgument>([&] { spmm(SpmmOp::u_mul_e, Reduce::sum, u64, e32); },
+                                "'e' is float32 but 'u' is float64");
   const Tensor e_int = Tensor::from_vector<int32_t>({1, 2, 3, 4});
   expect_error<InvalidArgument>([&] { spmm(SpmmOp::u_mul_e, Reduce::sum, u, e_int); },
                                 "'e' must be float32");
+  OpOptions o;
+  o.schedule.strategy = "cpu_mergepath";
+  expect_error<Unsupported>([&] { spmm(SpmmOp::copy_u, Reduce::sum, u64, Tensor(), o); },
+                            "takes float32 only");
+}
+
+// float64 operands run on cpu_ref and give float64 results: the same values as float32 inputs
+// (exactly representable here) summed in double, with every reduce and its arg outputs.
+TEST_F(FrontDoor, Float64RunsOnTheOracle) {
+  const Tensor u64 = u.astype(DType::f64), x64 = x.astype(DType::f64);
+  const Tensor e64 = Tensor::from_vector<double>({0.5, -2, 3, 0.25});
+  for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::max, Reduce::min}) {
+    Tensor o32, o64, a32u, a32e, a64u, a64e;
+    if (r == Reduce::max || r == Reduce::min) {
+      gspmm(g, SpmmOp::u_mul_e, r, u, e64.astype(DType::f32), o32, a32u, a32e);
+      gspmm(g, SpmmOp::u_mul_e, r, u64, e64, o64, a64u, a64e);
+      EXPECT_EQ(a32u.to_vector<int64_t>(), a64u.to_vector<int64_t>());
+      EXPECT_EQ(a32e.to_vector<int64_t>(), a64e.to_vector<int64_t>());
+    } else {
+      gspmm(g, SpmmOp::u_mul_e, r, u, e64.astype(DType::f32), o32);
+      gspmm(g, SpmmOp::u_mul_e, r, u64, e64, o64);
+    }
+    ASSERT_EQ(o64.dtype(), DType::f64);
+    const auto a = o32.to_vector<float>();
+    const auto b = o64.to_vector<double>();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 * (1 + std::abs(b[i])));
+  }
+  Tensor d32, d64;
+  gsddmm(g, SddmmOp::dot, u, x, d32);
+  gsddmm(g, SddmmOp::dot, u64, x64, d64);
+  ASSERT_EQ(d64.dtype(), DType::f64);
+  const auto a = d32.to_vector<float>();
+  const auto b = d64.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 * (1 + std::abs(b[i])));
 }
 TEST_F(FrontDoor, SpmmRejectsEdgeWidthMismatch) {
   const Tensor e3 = random_tensor({4, 3}, 2);
@@ -675,7 +710,8 @@ TEST_F(FrontDoor, SddmmRejectsMismatchedOperands) {
   expect_error<InvalidArgument>([&] { sddmm(SddmmOp::mul, few, x, Target::e, Target::v); },
                                 "'lhs' has 2 rows");
   const Tensor u64 = u.astype(DType::f64);
-  expect_error<InvalidArgument>([&] { sddmm(SddmmOp::mul, u64, x); }, "'lhs' must be float32");
+  expect_error<InvalidArgument>([&] { sddmm(SddmmOp::mul, u64, x); },
+                                "'rhs' is float32 but 'lhs' is float64");
   Tensor wrong = Tensor::empty({4, 2}, DType::f32);  // dot writes [nnz, 1]
   expect_error<InvalidArgument>([&] { gsddmm(g, SddmmOp::dot, u, x, wrong); }, "'out' has shape");
 }

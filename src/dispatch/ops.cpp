@@ -1,6 +1,8 @@
 // The front door of the sparse ops: checks every argument once, allocates outputs, resolves the
 // schedule (auto -> heuristic) and hands a trusted problem to one strategy.
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "dispatch/registry.hpp"
 #include "spgnn/ops.hpp"
@@ -13,17 +15,46 @@ using detail::SddmmProblem;
 using detail::SpmmProblem;
 
 
+// float32 everywhere; float64 on the host too, computed by cpu_ref (the float64 oracle), so that
+// gradients of code built on these ops can be checked by finite differences in double precision.
 void check_operand(const Tensor& t, const char* arg, const char* op, const Graph& g,
                    int64_t rows, const char* rows_name) {
   SPGNN_CHECK(t.defined(), InvalidArgument, op, ": argument '", arg, "' is required");
-  SPGNN_CHECK(t.dtype() == DType::f32, InvalidArgument, op, ": '", arg, "' must be float32, got ",
-              dtype_name(t.dtype()));
+  SPGNN_CHECK(t.dtype() == DType::f32 || (t.dtype() == DType::f64 && !t.device().is_cuda()),
+              InvalidArgument, op, ": '", arg, "' must be float32 (or float64 on the CPU), got ",
+              dtype_name(t.dtype()), t.device().is_cuda() ? " on a CUDA device" : "");
   SPGNN_CHECK(t.device() == g.device(), InvalidArgument, op, ": '", arg, "' is on ",
               t.device().str(), " but the graph is on ", g.device().str());
   SPGNN_CHECK(t.ndim() == 2 || (t.ndim() == 1 && std::string(arg) == "e"), InvalidArgument, op,
               ": '", arg, "' must be 2-D [", rows_name, ", F], got shape ", t.shape_str());
   SPGNN_CHECK(t.dim(0) == rows, InvalidArgument, op, ": '", arg, "' has ", t.dim(0),
               " rows, expected ", rows_name, " = ", rows, " (shape ", t.shape_str(), ")");
+}
+
+// The value dtype of an op: every operand's, which must agree.
+DType value_dtype(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> ts) {
+  const Tensor* first = nullptr;
+  const char* first_name = "";
+  for (auto [t, name] : ts) {
+    if (!t) continue;
+    if (!first) {
+      first = t;
+      first_name = name;
+      continue;
+    }
+    SPGNN_CHECK(t->dtype() == first->dtype(), InvalidArgument, op, ": '", name, "' is ",
+                dtype_name(t->dtype()), " but '", first_name, "' is ", dtype_name(first->dtype()));
+  }
+  return first ? first->dtype() : DType::f32;
+}
+
+// float64 runs only on cpu_ref: `auto` resolves to it, any other strategy is refused.
+Schedule f64_schedule(const Schedule& s, const char* op) {
+  SPGNN_CHECK(s.strategy == "auto" || s.strategy == "cpu_ref", Unsupported, op, ": strategy '",
+              s.strategy, "' takes float32 only; float64 runs on cpu_ref (the float64 oracle)");
+  Schedule r;
+  r.strategy = "cpu_ref";
+  return r;
 }
 
 void prepare_output(Tensor& out, const char* arg, const char* op, std::vector<int64_t> shape,
@@ -43,8 +74,9 @@ void prepare_output(Tensor& out, const char* arg, const char* op, std::vector<in
 int64_t e_width_of(const Tensor& e) { return e.ndim() == 1 ? 1 : e.dim(1); }
 
 void run_spmm(SpmmProblem& p, const OpOptions& options) {
-  const Schedule s = options.schedule.strategy == "auto" ? detail::auto_spmm_schedule(p)
-                                                         : options.schedule;
+  const Schedule s = p.dtype == DType::f64              ? f64_schedule(options.schedule, "gspmm")
+                     : options.schedule.strategy == "auto" ? detail::auto_spmm_schedule(p)
+                                                           : options.schedule;
   const auto& entry = detail::spmm_entry(s.strategy);
   const std::string why = entry.supports(p);
   SPGNN_CHECK(why.empty(), Unsupported, "gspmm(", name(p.op), ", ", name(p.reduce),
@@ -81,7 +113,8 @@ void gspmm_impl(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const
   } else {
     p.F = p.e_width;
   }
-  prepare_output(out, "out", kOp, {g.n_rows, p.F}, DType::f32, g.device());
+  p.dtype = value_dtype(kOp, {{p.u, "u"}, {p.e, "e"}});
+  prepare_output(out, "out", kOp, {g.n_rows, p.F}, p.dtype, g.device());
   p.out = &out;
   if (reduce == Reduce::max || reduce == Reduce::min) {
     if (arg_u) {
@@ -140,10 +173,12 @@ void gsddmm(const Graph& g, SddmmOp op, const Tensor& lhs, const Tensor& rhs, Te
                 "): 'lhs' has width ", p.F, " but 'rhs' has width ", rhs.dim(1));
     p.F = rhs.dim(1);
   }
-  prepare_output(out, "out", kOp, {g.nnz(), p.out_width()}, DType::f32, g.device());
+  p.dtype = value_dtype(kOp, {{p.lhs, "lhs"}, {p.rhs, "rhs"}});
+  prepare_output(out, "out", kOp, {g.nnz(), p.out_width()}, p.dtype, g.device());
   p.out = &out;
-  const Schedule s = options.schedule.strategy == "auto" ? detail::auto_sddmm_schedule(p)
-                                                         : options.schedule;
+  const Schedule s = p.dtype == DType::f64              ? f64_schedule(options.schedule, kOp)
+                     : options.schedule.strategy == "auto" ? detail::auto_sddmm_schedule(p)
+                                                           : options.schedule;
   const auto& entry = detail::sddmm_entry(s.strategy);
   const std::string why = entry.supports(p);
   SPGNN_CHECK(why.empty(), Unsupported, "gsddmm(", name(op), "): strategy '", s.strategy,

@@ -19,6 +19,7 @@ struct SpmmProblem {
   Tensor* arg_e = nullptr;     // [n_rows, F] i64 or nullptr
   int64_t F = 0;               // feature width of out
   int64_t e_width = 0;         // 1 (broadcast) or F; 0 when e is not used
+  DType dtype = DType::f32;    // of u, e and out: float32, or float64 (host, cpu_ref only)
   void* stream = nullptr;
   bool uses_u() const { return op != SpmmOp::copy_e; }
   bool uses_e() const { return op != SpmmOp::copy_u; }
@@ -33,6 +34,7 @@ struct SddmmProblem {
   Target rhs_target = Target::v;
   Tensor* out = nullptr;        // [nnz, 1] (dot) or [nnz, F]
   int64_t F = 0;                // width of the operands
+  DType dtype = DType::f32;     // of lhs, rhs and out: float32, or float64 (host, cpu_ref only)
   void* stream = nullptr;
   bool uses_lhs() const { return op != SddmmOp::copy_rhs; }
   bool uses_rhs() const { return op != SddmmOp::copy_lhs; }
