@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/layers_internal.hpp"
@@ -551,6 +554,138 @@ TEST_P(LayerGrad, FiniteDifferencesFloat64) {
 INSTANTIATE_TEST_SUITE_P(Layers, LayerGrad, ::testing::ValuesIn(layer_cases()),
                          [](const auto& pinfo) { return pinfo.param.name(); });
 
+// ---- layers: the float32 path against the float64 path ------------------------------------------
+
+// float32's unit roundoff: a float32 sum of N products of float32 values rounded from float64
+// ones is off by at most about N u times the sum of the products' absolute values.
+constexpr double kU = 0x1p-24;
+
+Tensor abs_f64(const Tensor& t) {
+  Tensor src = t.astype(DType::f64), a = Tensor::empty(t.shape(), DType::f64);
+  for (int64_t i = 0; i < t.numel(); ++i) a.data<double>()[i] = std::fabs(src.data<double>()[i]);
+  return a;
+}
+
+double norm(const Tensor& t) { return std::sqrt(dot(t, t)); }
+
+nn::Parameter& param(nn::Layer& layer, const std::string& name) {
+  for (nn::Parameter* p : layer.parameters())
+    if (p->name == name) return *p;
+  throw std::runtime_error("no parameter " + name);
+}
+
+// GIN's hidden pre-activation h = (A + (1 + eps) I) x W1 + b1 in float64 (x float64), and the
+// same sum over the absolute values of its terms.
+std::pair<Tensor, Tensor> gin_hidden(nn::GraphContext& ctx, nn::Layer& l64, const Tensor& x,
+                                     double eps) {
+  const Graph& g = ctx.gin(eps, false);  // edge values 1 and 1 + eps, all positive
+  const Tensor& w1 = param(l64, "mlp.0.weight").value;
+  const Tensor& b1 = param(l64, "mlp.0.bias").value;
+  Tensor h = nn::aggregate(g, g.val, Reduce::sum, nn::matmul(x, w1));
+  Tensor ha = nn::aggregate(g, g.val, Reduce::sum, nn::matmul(abs_f64(x), abs_f64(w1)));
+  nn::add_bias_(h, b1);
+  nn::add_bias_(ha, abs_f64(b1));
+  return {h, ha};
+}
+
+// The float64 forward's distance from the points where the layer is not differentiable, in units
+// of the worst-case float32 rounding of the quantity that picks the branch: GIN's ReLU input h
+// (N = in + the row's non-zeros + 2 rounded operations per entry), MaxK's k-th against (k+1)-th
+// value of a row of x W (N = in + 1 each), GAT's LeakyReLU input el[u] + er[v] (N = in + F + 3).
+// Below 1, float32 may take the other branch (another ReLU mask, another kept set, another slope)
+// and its gradients differ from float64's by whole terms, not by rounding: the comparison is
+// undefined there, and the test draws other inputs. Over 1000 seeds this failed 5 of them:
+// 874 and 958 put a GIN pre-activation within 3e-9 of 0, 162 two values of a MaxK row 5e-8
+// apart, 289 and 414 a GAT logit near 0, with errors from 3e-5 to 8e-2.
+double branch_margin(const LayerCase& c, nn::Layer& l64, nn::GraphContext& ctx, const Tensor& x,
+                     double gin_eps) {
+  const int64_t in = x.dim(1);
+  double margin = INFINITY;
+  if (c.maxk > 0) {
+    // MaxK ranks the rows of x W, W the first weight: weight, weight_neigh or mlp.0.weight.
+    const Tensor& w = l64.parameters()[0]->value;
+    Tensor v = nn::matmul(x, w), va = nn::matmul(abs_f64(x), abs_f64(w));
+    const int64_t f = v.dim(1);
+    std::vector<double> row(static_cast<size_t>(f));
+    for (int64_t i = 0; i < v.dim(0) && c.maxk < f; ++i) {
+      const double* vi = v.data<double>() + i * f;
+      const double* ai = va.data<double>() + i * f;
+      row.assign(vi, vi + f);
+      std::sort(row.begin(), row.end(), std::greater<double>());
+      const double scale = 2 * double(in + 1) * kU * *std::max_element(ai, ai + f);
+      margin = std::min(margin, (row[size_t(c.maxk - 1)] - row[size_t(c.maxk)]) / scale);
+    }
+  } else if (c.kind == ConvKind::gin) {
+    auto [h, ha] = gin_hidden(ctx, l64, x, gin_eps);
+    Tensor rp = ctx.gin(gin_eps, false).rowptr.astype(DType::i64);
+    const int64_t f = h.dim(1);
+    for (int64_t i = 0; i < h.dim(0); ++i) {
+      const double n_ops = double(in + rp.data<int64_t>()[i + 1] - rp.data<int64_t>()[i] + 2);
+      for (int64_t j = 0; j < f; ++j)
+        margin = std::min(margin, std::fabs(h.data<double>()[i * f + j]) /
+                                      (n_ops * kU * ha.data<double>()[i * f + j]));
+    }
+  } else if (c.kind == ConvKind::gat) {
+    const Tensor& w = param(l64, "weight").value;
+    const Tensor& as = param(l64, "att_src").value;
+    const Tensor& ad = param(l64, "att_dst").value;
+    Tensor feat = nn::matmul(x, w), fa = nn::matmul(abs_f64(x), abs_f64(w));
+    Tensor el = nn::head_dot(feat, as, c.heads), er = nn::head_dot(feat, ad, c.heads);
+    Tensor ela = nn::head_dot(fa, abs_f64(as), c.heads);
+    Tensor era = nn::head_dot(fa, abs_f64(ad), c.heads);
+    const Graph& g = ctx.loops(false);
+    Tensor row = g.row.astype(DType::i64), col = g.col.astype(DType::i64);
+    const double n_ops = double(in + w.dim(1) / c.heads + 3);
+    for (int64_t e = 0; e < g.nnz(); ++e) {
+      const int64_t v = row.data<int64_t>()[e], u = col.data<int64_t>()[e];
+      for (int64_t hd = 0; hd < c.heads; ++hd) {
+        const int64_t iu = u * c.heads + hd, iv = v * c.heads + hd;
+        const double s = el.data<double>()[iu] + er.data<double>()[iv];
+        const double sa = ela.data<double>()[iu] + era.data<double>()[iv];
+        margin = std::min(margin, std::fabs(s) / (n_ops * kU * sa));
+      }
+    }
+  }
+  return margin;
+}
+
+// x (float32) drawn from `salt`, or from the next salts while the float64 forward sits within
+// float32's rounding of a branch point (branch_margin).
+Tensor input_away_from_kinks(const LayerCase& c, nn::Layer& l64, nn::GraphContext& ctx,
+                             double gin_eps, std::vector<int64_t> shape, uint64_t salt,
+                             float lo = -1.f, float hi = 1.f) {
+  for (int draw = 0; draw < 20; ++draw) {
+    Tensor x = random_tensor(shape, seed_for(salt + 1000 * uint64_t(draw)), lo, hi);
+    if (branch_margin(c, l64, ctx, x.astype(DType::f64), gin_eps) > 1) return x;
+  }
+  ADD_FAILURE() << "20 random inputs all sit at a branch point of the layer";
+  return random_tensor(shape, seed_for(salt), lo, hi);
+}
+
+// The bound on GIN's first-layer gradients (grad x, mlp.0.weight, mlp.0.bias). All three are
+// linear images of dh = (dy W2^T) masked by the ReLU, and each entry of dh is a dot product of
+// `out` terms of both signs: float32 gets it to within (out + 1) u (the sum, the products, W2's
+// own rounding) times the sum of the terms' absolute values, i.e. to a relative (out + 1) u kappa
+// with kappa = || |dy| |W2|^T (masked) || / ||dh|| (norms over all entries). On the graphs of 300
+// rows kappa is 1.8 to 2.1 (in=33) and 4.2 to 4.5 (in=13) over 300 seeds: the bound stays under
+// the 1e-5 that every other tensor gets (measured errors below 7e-7). On the one-row graph (n1)
+// there is nothing to average: the ReLU often keeps one or two of the 6 hidden units (in=33,
+// out=6), and one 6-term dot product can cancel to any degree (P(kappa > K) ~ 1/K). Over 20,000
+// seeds kappa reached 12,674 and the error 5.8e-5 (below 0.4 u kappa wherever kappa > 100); 4
+// seeds exceeded 1e-5, in gin and gin_train_eps alike. That is float32's own limit on such data,
+// so the bound grows with the kappa measured here.
+double gin_dh_tolerance(nn::GraphContext& ctx, nn::Layer& l64, const Tensor& x, const Tensor& dy,
+                        double gin_eps) {
+  const Tensor& w2 = param(l64, "mlp.2.weight").value;
+  Tensor h = gin_hidden(ctx, l64, x, gin_eps).first;
+  Tensor dh = nn::matmul(dy, w2, false, true);
+  Tensor terms = nn::matmul(abs_f64(dy), abs_f64(w2), false, true);
+  for (int64_t i = 0; i < h.numel(); ++i)
+    if (!(h.data<double>()[i] > 0)) dh.data<double>()[i] = terms.data<double>()[i] = 0;
+  const double kappa = norm(dh) > 0 ? norm(terms) / norm(dh) : 1;
+  return std::max(1e-5, double(w2.dim(1) + 1) * kU * kappa);
+}
+
 // The float32 path runs through spgnn's ops (gspmm, gat_aggregate, maxk, cbsr_spgemm,
 // cbsr_sspmm); it must agree with the float64 path on forward and every gradient.
 class LayerF32 : public ::testing::TestWithParam<LayerCase> {};
@@ -561,9 +696,10 @@ TEST_P(LayerF32, MatchesTheFloat64Path) {
       SCOPED_TRACE(c.name() + " on " + kind_name(kind) + " in=" + std::to_string(in));
       Graph g = random_graph(kind, 300, seed_for(70 + int(kind)), false);
       nn::GraphContext c32(g, Device::cpu()), c64(g, Device::cpu());
-      auto l32 = nn::make_conv(spec_for(c, in, out), DType::f32, Device::cpu());
-      auto l64 = nn::make_conv(spec_for(c, in, out), DType::f64, Device::cpu());
-      Tensor x = random_tensor({g.n_rows, in}, seed_for(80));
+      const nn::ConvSpec spec = spec_for(c, in, out);
+      auto l32 = nn::make_conv(spec, DType::f32, Device::cpu());
+      auto l64 = nn::make_conv(spec, DType::f64, Device::cpu());
+      Tensor x = input_away_from_kinks(c, *l64, c64, spec.gin_eps, {g.n_rows, in}, 80);
       Tensor r = random_tensor({g.n_rows, l32->out_width()}, seed_for(81));
       // float32 on the GPU's padded widths, float64 on the plain ones.
       Tensor y32, d32;
@@ -575,9 +711,16 @@ TEST_P(LayerF32, MatchesTheFloat64Path) {
       Tensor y64 = l64->forward(c64, x.astype(DType::f64), false, 0);
       EXPECT_LT(rel_error(y32, y64), 1e-5) << "forward";
       Tensor d64 = l64->backward(c64, r.astype(DType::f64), true);
-      EXPECT_LT(rel_error(d32, d64), 1e-5) << "grad x";
+      const double dh_tol = c.kind == ConvKind::gin && c.maxk == 0
+                                ? gin_dh_tolerance(c64, *l64, x.astype(DType::f64),
+                                                   r.astype(DType::f64), spec.gin_eps)
+                                : 1e-5;
+      EXPECT_LT(rel_error(d32, d64), dh_tol) << "grad x";
       auto p32 = l32->parameters(), p64 = l64->parameters();
-      for (size_t i = 0; i < p32.size(); ++i) expect_grad_close(*p32[i], *p64[i], 1e-5);
+      for (size_t i = 0; i < p32.size(); ++i) {
+        const bool from_dh = p32[i]->name == "mlp.0.weight" || p32[i]->name == "mlp.0.bias";
+        expect_grad_close(*p32[i], *p64[i], from_dh ? dh_tol : 1e-5);
+      }
     }
   }
 }
@@ -586,13 +729,16 @@ INSTANTIATE_TEST_SUITE_P(Layers, LayerF32, ::testing::ValuesIn(layer_cases()),
 
 // eps's gradient in float32 against float64 where every product in its sum is positive (inputs,
 // weights and the upstream gradient >= 0): no cancellation, so the full float32 precision holds.
+// Ties in MaxK's ranking are still branch points (seeds 119 and 363 of 1000 kept another value
+// of a row and failed by 1e-4 and 1.2e-5): x is drawn away from them.
 TEST(GinEpsFloat32, MatchesFloat64WithoutCancellation) {
   for (int64_t maxk : {int64_t{0}, int64_t{3}}) {
     for (auto [in, out] : {std::pair<int64_t, int64_t>{13, 6}, {5, 9}}) {
       SCOPED_TRACE("maxk " + std::to_string(maxk) + " in=" + std::to_string(in) + " out=" + std::to_string(out));
       Graph g = random_graph(GraphKind::rmat, 300, seed_for(330), false);
       nn::GraphContext c32(g, Device::cpu()), c64(g, Device::cpu());
-      nn::ConvSpec s = spec_for(LayerCase{ConvKind::gin, maxk, 1, true}, in, out);
+      const LayerCase lc{ConvKind::gin, maxk, 1, true};
+      nn::ConvSpec s = spec_for(lc, in, out);
       auto l32 = nn::make_conv(s, DType::f32, Device::cpu());
       auto l64 = nn::make_conv(s, DType::f64, Device::cpu());
       auto p32 = l32->parameters(), p64 = l64->parameters();
@@ -601,7 +747,7 @@ TEST(GinEpsFloat32, MatchesFloat64WithoutCancellation) {
         p32[i]->value = random_tensor(p32[i]->value.shape(), seed_for(331 + i), 0.f, 1.f);
         p64[i]->value = p32[i]->value.astype(DType::f64);
       }
-      Tensor x = random_tensor({g.n_rows, in}, seed_for(340), 0.f, 1.f);
+      Tensor x = input_away_from_kinks(lc, *l64, c64, s.gin_eps, {g.n_rows, in}, 340, 0.f, 1.f);
       Tensor r = random_tensor({g.n_rows, out}, seed_for(341), 0.f, 1.f);
       l32->forward(c32, x, false, 0);
       l64->forward(c64, x.astype(DType::f64), false, 0);
