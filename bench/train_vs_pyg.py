@@ -3,8 +3,8 @@
 
 Usage: bench/train_vs_pyg.py --spgnn build/spgnn --graph G.npy [--features 602 --classes 41]
        [--models gcn,gin,gat,sage,sage-maxk] [--epochs 20] [--skip-pyg] [--profile]
-G.npy is an edge_index.npy ([2, E] int64, row 0 = destination, row 1 = source; `spgnn generate
-... -o G.npy` writes one); spgnn reads the same file. Both sides get random features and labels
+G.npy is an edge_index.npy ([2, E] int64, PyG's order: row 0 = source, row 1 = target; `spgnn
+generate ... -o G.npy` writes one); spgnn reads the same file. Both sides get random features and labels
 of the same sizes and train the same architecture (the issue's settings below); each prints the
 median ms of a training step (forward, loss, backward, Adam) after warm-up. sage-maxk is also
 compared with spgnn's own sage (ReLU) from the same run. --profile then reruns each spgnn model
@@ -72,8 +72,7 @@ def run_pyg(a, name, adj_mode="edge_index"):
         return "n/a"
     ei = np.load(a.graph)
     dev = torch.device("cuda")
-    # spgnn's row 0 is the receiving vertex; PyG's edge_index[1] is the target.
-    edge_index = torch.from_numpy(np.stack([ei[1], ei[0]])).to(dev)
+    edge_index = torch.from_numpy(ei).to(dev)  # PyG's order, as spgnn writes it
     n = int(ei.max()) + 1
     if adj_mode == "sparse":
         # PyG's memory-lean path: a sparse adj_t (rows = targets) so convs run SpMM instead of

@@ -751,12 +751,27 @@ TEST_F(IoTest, ExplicitFormatOverridesExtension) {
 }
 
 TEST_F(IoTest, EdgeIndexNpyAndDatasetDirectories) {
-  // edge_index row 0 -> Graph.row, row 1 -> Graph.col; int32 accepted too.
+  // PyG's order: row 0 = source (Graph.col), row 1 = target (Graph.row); int32 accepted too.
+  // Edges 2 -> 1, 0 -> 2, 1 -> 0.
   write_npy(Tensor::from_vector<int32_t>({2, 0, 1, 1, 2, 0}, {2, 3}), path("ei.npy"));
   const Graph g = read_graph(path("ei.npy"));
   EXPECT_EQ(g.n_rows, 3);
   EXPECT_EQ(as_i64(g.row), (std::vector<int64_t>{0, 1, 2}));
-  EXPECT_EQ(as_i64(g.col), (std::vector<int64_t>{2, 0, 1}));
+  EXPECT_EQ(as_i64(g.col), (std::vector<int64_t>{1, 2, 0}));
+  // The other order, asked for explicitly.
+  ReadOptions dst_first;
+  dst_first.edge_index_rows = EdgeIndexRows::dst_src;
+  const Graph t = read_graph(path("ei.npy"), dst_first);
+  EXPECT_EQ(as_i64(t.row), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(as_i64(t.col), (std::vector<int64_t>{2, 0, 1}));
+  EXPECT_EQ(parse_edge_index_rows("src,dst"), EdgeIndexRows::src_dst);
+  expect_error<InvalidArgument>([&] { parse_edge_index_rows("sources"); },
+                                {"sources", "src,dst", "dst,src"});
+  // write -> read is the identity, and the file is in PyG's order.
+  write_graph(g, path("back.npy"));
+  expect_same_graph(read_graph(path("back.npy")), g, false);
+  EXPECT_EQ(read_npy(path("back.npy")).to_vector<int64_t>(),
+            (std::vector<int64_t>{1, 2, 0, 0, 1, 2}));
   write_npy(Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}), path("f.npy"));
   expect_error([&] { read_graph(path("f.npy")); }, {path("f.npy"), "int32 or int64", "[2, E]"});
   write_npy(Tensor::from_vector<int64_t>({0, -1}, {2, 1}), path("neg.npy"));
@@ -785,6 +800,22 @@ TEST_F(IoTest, EdgeIndexNpyAndDatasetDirectories) {
   EXPECT_EQ(back.x.to_vector<float>(), d.x.to_vector<float>());
   EXPECT_EQ(back.y.to_vector<int64_t>(), d.y.to_vector<int64_t>());
   EXPECT_EQ(back.test_idx.to_vector<int64_t>(), d.test_idx.to_vector<int64_t>());
+  // The directory says which order its edge_index is in; an explicit option wins over it.
+  const std::string meta = path("ds/nested/spgnn.json");
+  EXPECT_NE(read_file_decompressed(meta).find("\"src\""), std::string::npos);
+  const std::string flipped = "{\"edge_index_rows\": [\"dst\", \"src\"]}";
+  write_file_atomic(meta, flipped.data(), flipped.size());
+  const Graph rev = read_graph(path("ds/nested"));
+  expect_same_graph(rev, transpose(d.graph).graph, false);
+  ReadOptions src_first;
+  src_first.edge_index_rows = EdgeIndexRows::src_dst;
+  expect_same_graph(read_graph(path("ds/nested"), src_first), d.graph, false);
+  for (const std::string bad : {"{not json", "[1, 2]", "{\"edge_index_rows\": [\"a\", \"b\"]}"}) {
+    write_file_atomic(meta, bad.data(), bad.size());
+    expect_error([&] { read_dataset_dir(path("ds/nested")); }, {"spgnn.json"});
+  }
+  ::remove(meta.c_str());  // without spgnn.json: PyG's order
+  expect_same_graph(read_graph(path("ds/nested")), d.graph, false);
   // A split index out of range names the file.
   write_npy(Tensor::from_vector<int64_t>({7}), path("ds/nested/val_idx.npy"));
   expect_error([&] { read_dataset_dir(path("ds/nested")); }, {"val_idx.npy", "outside [0, 6)"});

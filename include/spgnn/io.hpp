@@ -19,8 +19,18 @@ enum class GraphFormat : uint8_t {
   mtx,        // Matrix Market coordinate
   snap,       // SNAP edge list: "src dst [value]" per line, '#' comments
   spg,        // spgnn native binary
-  npy,        // edge_index.npy: int32/int64 [2, E], row 0 = destination rows, row 1 = sources
+  npy,        // edge_index.npy: int32/int64 [2, E], rows ordered as EdgeIndexRows says
 };
+
+// Which row of an edge_index array holds the sources. PyG's convention, and spgnn's default, is
+// src_dst: edge_index[0] = source, edge_index[1] = target (messages flow 0 -> 1).
+enum class EdgeIndexRows : uint8_t {
+  automatic,  // a dataset directory's spgnn.json ("edge_index_rows"), else src_dst
+  src_dst,
+  dst_src,    // edge_index[0] = target (the receiving vertex, a row of A), [1] = source
+};
+EdgeIndexRows parse_edge_index_rows(const std::string& s);  // "auto", "src,dst", "dst,src"
+const char* edge_index_rows_name(EdgeIndexRows r);
 GraphFormat parse_graph_format(const std::string& s);
 const char* graph_format_name(GraphFormat f);
 
@@ -28,6 +38,7 @@ struct ReadOptions {
   BuildOptions build;            // canonicalisation applied after parsing
   bool allow_nonfinite = false;  // NaN/Inf edge values are an error unless allowed
   bool keep_values = true;       // false drops edge values (pattern graph)
+  EdgeIndexRows edge_index_rows = EdgeIndexRows::automatic;  // edge_index .npy inputs
   // Called with the fraction done (0..1) while parsing large inputs; may be empty.
   std::function<void(double)> progress;
 };
@@ -61,11 +72,13 @@ Tensor read_npy(const std::string& path);
 void write_npy(const Tensor& t, const std::string& path);
 
 // Dataset directories, the layout of ../shared/data (and of PyG/DGL exports): edge_index.npy
-// [2, E] int64 (row 0 = destination row, row 1 = source col), x.npy [n, d] float32, y.npy [n]
-// int64 (-1 = unlabelled), train_idx.npy / val_idx.npy / test_idx.npy int64. Files other than
+// [2, E] int64 (row 0 = source, row 1 = target, as PyG saves it; spgnn.json's
+// "edge_index_rows": ["dst", "src"] says otherwise), x.npy [n, d] float32, y.npy [n] int64
+// (-1 = unlabelled), train_idx.npy / val_idx.npy / test_idx.npy int64. Files other than
 // edge_index.npy are optional on read; every array present is checked against n.
 Dataset read_dataset_dir(const std::string& dir, const ReadOptions& options = {});
-// Writes the directory (created if missing); each file atomically.
+// Writes the directory (created if missing), edge_index.npy in PyG's order with an spgnn.json
+// that says so; each file atomically.
 void write_dataset_dir(const Dataset& d, const std::string& dir);
 
 // Reads a whole file into memory, decompressing gzip or zstd content when its magic says so.

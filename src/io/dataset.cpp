@@ -1,7 +1,9 @@
 // Dataset directories of .npy files (the layout of ../shared/data and of one-line PyG/DGL
-// exports): edge_index.npy [2, E] (row 0 = A's row, the destination; row 1 = A's column, the
-// source), x.npy [n, d] features, y.npy [n] labels, train_idx/val_idx/test_idx.npy [k]. Each
-// file may also be gzip/zstd-compressed as "<name>.gz" / "<name>.zst".
+// exports): edge_index.npy [2, E] (PyG's order unless spgnn.json says otherwise: row 0 =
+// source, row 1 = target, the receiving vertex, a row of A), x.npy [n, d] features, y.npy [n]
+// labels, train_idx/val_idx/test_idx.npy [k]. Each file may also be gzip/zstd-compressed as
+// "<name>.gz" / "<name>.zst". spgnn.json (optional) describes the directory:
+//   {"edge_index_rows": ["src", "dst"]}   or   ["dst", "src"]
 //
 // n is the row count of x (or y) when present, because vertices without edges exist (citeseer
 // has isolated ones); only without either is it the largest edge id + 1.
@@ -10,6 +12,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include <nlohmann/json.hpp>
 
 #include "io/io_internal.hpp"
 #include "spgnn/io.hpp"
@@ -60,6 +64,32 @@ Tensor read_index_array(const std::string& path, int64_t lo, int64_t hi, const c
   return t;
 }
 
+constexpr const char* kMetaFile = "spgnn.json";
+
+// The order a directory's spgnn.json declares, or src_dst (PyG's) without one.
+EdgeIndexRows dir_edge_index_rows(const std::string& dir) {
+  const std::string path = dir + "/" + kMetaFile;
+  if (!exists(path)) return EdgeIndexRows::src_dst;
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(read_file_decompressed(path));
+  } catch (const nlohmann::json::exception& ex) {
+    io::throw_format(path, 0, std::string("not valid JSON: ") + ex.what());
+  }
+  if (!meta.is_object()) io::throw_format(path, 0, "expected a JSON object");
+  if (!meta.contains("edge_index_rows")) return EdgeIndexRows::src_dst;
+  const auto& r = meta["edge_index_rows"];
+  if (r == nlohmann::json::array({"src", "dst"})) return EdgeIndexRows::src_dst;
+  if (r == nlohmann::json::array({"dst", "src"})) return EdgeIndexRows::dst_src;
+  io::throw_format(path, 0, "\"edge_index_rows\" must be [\"src\", \"dst\"] or [\"dst\", "
+                            "\"src\"], found " + r.dump());
+}
+
+EdgeIndexRows resolve_rows(EdgeIndexRows requested, const std::string& dir) {
+  if (requested != EdgeIndexRows::automatic) return requested;
+  return dir.empty() ? EdgeIndexRows::src_dst : dir_edge_index_rows(dir);
+}
+
 void make_dirs(const std::string& dir) {
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;
@@ -77,29 +107,51 @@ void make_dirs(const std::string& dir) {
 
 }  // namespace
 
+EdgeIndexRows parse_edge_index_rows(const std::string& s) {
+  if (s == "auto") return EdgeIndexRows::automatic;
+  if (s == "src,dst") return EdgeIndexRows::src_dst;
+  if (s == "dst,src") return EdgeIndexRows::dst_src;
+  throw InvalidArgument("edge_index rows '" + s + "': expected auto, src,dst (PyG's order: row 0 "
+                        "= source) or dst,src (row 0 = target)");
+}
+
+const char* edge_index_rows_name(EdgeIndexRows r) {
+  switch (r) {
+    case EdgeIndexRows::automatic: return "auto";
+    case EdgeIndexRows::src_dst: return "src,dst";
+    case EdgeIndexRows::dst_src: return "dst,src";
+  }
+  return "?";
+}
+
 namespace io {
 
-Graph read_edge_index(const std::string& path, const ReadOptions& options, int64_t n) {
+Graph read_edge_index(const std::string& path, const ReadOptions& options, int64_t n,
+                      const std::string& dataset_dir) {
   const Tensor t = read_npy(path);
   if ((t.dtype() != DType::i32 && t.dtype() != DType::i64) || t.ndim() != 2 || t.dim(0) != 2) {
     throw_format(path, 0, std::string("edge_index must be int32 or int64 of shape [2, E], found ") +
                               dtype_name(t.dtype()) + " " + t.shape_str());
   }
   const int64_t e = t.dim(1);
+  // spgnn's rows are the receiving vertices: edge_index[1] in PyG's order, [0] in the other.
+  const bool dst_first = resolve_rows(options.edge_index_rows, dataset_dir) == EdgeIndexRows::dst_src;
+  const int64_t row_off = dst_first ? 0 : e, col_off = dst_first ? e : 0;
   std::vector<int64_t> rows(static_cast<size_t>(e)), cols(static_cast<size_t>(e));
   if (t.dtype() == DType::i32) {
     const int32_t* p = t.data<int32_t>();
-    std::copy(p, p + e, rows.begin());
-    std::copy(p + e, p + 2 * e, cols.begin());
+    std::copy(p + row_off, p + row_off + e, rows.begin());
+    std::copy(p + col_off, p + col_off + e, cols.begin());
   } else {
     const int64_t* p = t.data<int64_t>();
-    std::copy(p, p + e, rows.begin());
-    std::copy(p + e, p + 2 * e, cols.begin());
+    std::copy(p + row_off, p + row_off + e, rows.begin());
+    std::copy(p + col_off, p + col_off + e, cols.begin());
   }
   int64_t max_id = -1;
   for (size_t k = 0; k < rows.size(); ++k) {
     if (rows[k] < 0 || cols[k] < 0) {
-      throw_format(path, 0, "edge_index[" + std::string(rows[k] < 0 ? "0" : "1") + ", " +
+      const bool first_row = (rows[k] < 0) == dst_first;
+      throw_format(path, 0, "edge_index[" + std::string(first_row ? "0" : "1") + ", " +
                                 std::to_string(k) + "] = " +
                                 std::to_string(std::min(rows[k], cols[k])) +
                                 " is negative; vertex ids must be >= 0");
@@ -136,7 +188,7 @@ Graph read_dataset_graph(const std::string& dir, const ReadOptions& options) {
     n = info.shape[0];
     n_from = p;
   }
-  return read_edge_index(ei, options, n);
+  return read_edge_index(ei, options, n, dir);
 }
 
 void write_edge_index(const Graph& graph, const std::string& path) {
@@ -144,11 +196,12 @@ void write_edge_index(const Graph& graph, const std::string& path) {
   const int64_t e = g.nnz();
   Tensor t = Tensor::empty({2, e}, DType::i64);
   if (e > 0) {
+    // PyG's order: sources (A's columns) first, then targets (A's rows).
     int64_t* p = t.data<int64_t>();
     const Tensor r = g.row.dtype() == DType::i64 ? g.row : g.row.astype(DType::i64);
     const Tensor c = g.col.dtype() == DType::i64 ? g.col : g.col.astype(DType::i64);
-    std::copy(r.data<int64_t>(), r.data<int64_t>() + e, p);
-    std::copy(c.data<int64_t>(), c.data<int64_t>() + e, p + e);
+    std::copy(c.data<int64_t>(), c.data<int64_t>() + e, p);
+    std::copy(r.data<int64_t>(), r.data<int64_t>() + e, p + e);
   }
   write_npy(t, path);
 }
@@ -196,7 +249,7 @@ Dataset read_dataset_dir(const std::string& dir, const ReadOptions& options) {
     }
     d.num_classes = max_label + 1;
   }
-  d.graph = io::read_edge_index(ei, options, n);
+  d.graph = io::read_edge_index(ei, options, n, trimmed);
   n = d.graph.n_rows;
   const std::pair<const char*, Tensor*> splits[] = {
       {"train_idx.npy", &d.train_idx}, {"val_idx.npy", &d.val_idx}, {"test_idx.npy", &d.test_idx}};
@@ -210,6 +263,8 @@ Dataset read_dataset_dir(const std::string& dir, const ReadOptions& options) {
 void write_dataset_dir(const Dataset& d, const std::string& dir) {
   make_dirs(dir);
   io::write_edge_index(d.graph, dir + "/edge_index.npy");
+  const std::string meta = nlohmann::json{{"edge_index_rows", {"src", "dst"}}}.dump(2) + "\n";
+  write_file_atomic(dir + "/" + kMetaFile, meta.data(), meta.size());
   const std::pair<const char*, const Tensor*> arrays[] = {
       {"x.npy", &d.x},           {"y.npy", &d.y},           {"train_idx.npy", &d.train_idx},
       {"val_idx.npy", &d.val_idx}, {"test_idx.npy", &d.test_idx}};

@@ -1,14 +1,16 @@
 // Front door of spgnn's file formats: format names, detection by extension, and the generic
 // read_graph / write_graph that dispatch to the per-format readers in this folder.
 //
-// Orientation, the same in every format: spgnn's edge (row, col) is the adjacency-matrix entry
-// A[row, col], "row receives from col". Files are taken literally as that matrix:
+// Orientation: spgnn's edge (row, col) is the adjacency-matrix entry A[row, col], "row receives
+// from col". Matrix files are taken literally as that matrix; edge_index arrays follow PyG:
 //   - Matrix Market entry "i j [v]"      -> row i-1, col j-1 (1-based indices)
 //   - SNAP line "a b [v]"                -> row a',  col b'  (a', b': dense ids, see snap.cpp)
-//   - edge_index.npy [2, E]              -> row edge_index[0, e], col edge_index[1, e]
+//   - edge_index.npy [2, E]              -> PyG's order by default: col (source) edge_index[0, e],
+//                                           row (target) edge_index[1, e]; ReadOptions /
+//                                           a dataset's spgnn.json can say dst,src instead
 //   - .spg                               -> stores rowptr/col of exactly this matrix
-// No format flips edges on the way in or out, so write_graph -> read_graph returns the same
-// graph. A user whose file lists "src dst" pairs and who wants messages to flow src -> dst gets
+// Writers use the same conventions, so write_graph -> read_graph returns the same graph. A user
+// whose matrix or SNAP file lists "src dst" pairs and who wants messages to flow src -> dst gets
 // A[src, dst] and should transpose (or symmetrize) explicitly.
 //
 // Compression is detected by magic number (gzip 1f 8b, zstd 28 b5 2f fd) in every reader; the

@@ -196,9 +196,12 @@ NpyInfo read_npy_info(const InputFile& f, const std::string& path);
 
 // ---- dataset directories ------------------------------------------------------------------------
 
-// Graph from an edge_index.npy [2, E] (int32/int64): row = edge_index[0], col = edge_index[1].
+// Graph from an edge_index.npy [2, E] (int32/int64), its rows ordered as options.edge_index_rows
+// says (automatic: the dataset directory's spgnn.json, else PyG's src,dst).
 // n < 0: n = largest id + 1; otherwise every id must be below n.
-Graph read_edge_index(const std::string& path, const ReadOptions& options, int64_t n);
+// `dataset_dir`: the directory whose spgnn.json may declare the rows' order ("" for a bare file).
+Graph read_edge_index(const std::string& path, const ReadOptions& options, int64_t n,
+                      const std::string& dataset_dir = "");
 // The graph of a dataset directory without loading features: n from x.npy / y.npy headers.
 Graph read_dataset_graph(const std::string& dir, const ReadOptions& options);
 // edge_index.npy int64 [2, E] of the graph (edge values are not stored).

@@ -381,6 +381,7 @@ Dataset load_dataset(const std::string& spec, const DatasetOptions& options) {
   ro.build.symmetrize = options.symmetrize;
   ro.build.duplicates = DuplicatePolicy::drop;
   ro.keep_values = false;
+  ro.edge_index_rows = options.edge_index_rows;
   Dataset d;
   if (is_dir(spec)) {
     d = read_dataset_dir(spec, ro);

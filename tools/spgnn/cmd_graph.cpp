@@ -30,6 +30,7 @@ ReadOptions read_options(const LoadFlags& f) {
   o.build.index_width = kWidths.at(f.index_width);
   o.allow_nonfinite = f.allow_nonfinite;
   o.keep_values = !f.pattern;
+  o.edge_index_rows = parse_edge_index_rows(f.edge_index_rows);
   return o;
 }
 
@@ -48,6 +49,15 @@ void add_load_flags(CLI::App& cmd, LoadFlags& f) {
       ->capture_default_str();
   cmd.add_flag("--allow-nonfinite", f.allow_nonfinite, "Accept NaN/Inf edge values");
   cmd.add_flag("--pattern", f.pattern, "Drop edge values (keep the structure only)");
+  add_edge_index_rows_flag(cmd, f.edge_index_rows);
+}
+
+void add_edge_index_rows_flag(CLI::App& cmd, std::string& value) {
+  cmd.add_option("--edge-index-rows", value,
+                 "Rows of an edge_index .npy: src,dst (PyG's: row 0 = source), dst,src, or auto "
+                 "(a dataset directory's spgnn.json, else src,dst)")
+      ->check(CLI::IsMember({"auto", "src,dst", "dst,src"}))
+      ->capture_default_str();
 }
 
 Graph load_with_flags(const std::string& spec, const LoadFlags& f) {

@@ -24,8 +24,11 @@ struct LoadFlags {
   std::string index_width = "auto";
   bool allow_nonfinite = false;
   bool pattern = false;
+  std::string edge_index_rows = "auto";
 };
 void add_load_flags(CLI::App& cmd, LoadFlags& f);
+// --edge-index-rows (auto | src,dst | dst,src), shared by the graph commands and train.
+void add_edge_index_rows_flag(CLI::App& cmd, std::string& value);
 // Reads a graph file/directory/spec with the canonicalisation the flags ask for, with progress.
 Graph load_with_flags(const std::string& spec, const LoadFlags& f);
 }  // namespace spgnn::cli

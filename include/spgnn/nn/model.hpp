@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "spgnn/graph.hpp"
+#include "spgnn/io.hpp"
 #include "spgnn/nn/functional.hpp"
 #include "spgnn/nn/layers.hpp"
 #include "spgnn/nn/profile.hpp"
@@ -111,6 +112,7 @@ struct DatasetOptions {
   std::string ogb_split = "";  // OGB split scheme folder; empty: the only one present
   bool symmetrize = true;      // make the training graph undirected (OGB edge lists are directed)
   uint64_t seed = 1;
+  EdgeIndexRows edge_index_rows = EdgeIndexRows::automatic;  // edge_index .npy files
 };
 // "builtin" (planted partition, 2000 vertices, 4 classes), a dataset directory (edge_index.npy
 // + x.npy + y.npy + split files: train/val/test_idx.npy int index arrays, or
