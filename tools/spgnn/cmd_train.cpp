@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -32,6 +33,8 @@ struct TrainOpts {
   std::string format = "table";
   std::string save, load;
   std::string normalize = "auto";
+  std::string edge_index_rows = "auto";
+  std::string symmetrize = "auto";
   int64_t features = 64, classes = 8;
   std::string split;
   int64_t eval_every = 1;
@@ -53,12 +56,29 @@ CLI::Validator above_zero(bool strict) {
       strict ? "> 0" : ">= 0");
 }
 
+bool is_ogb_raw_dir(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const char* f : {"/raw/edge.csv.gz", "/raw/edge.csv", "/raw/edge.csv.zst"})
+    if (fs::exists(path + f, ec)) return true;
+  return false;
+}
+
+// --symmetrize auto: OGB raw directories only (their edge lists are directed and OGB's own node
+// classification examples make them undirected); every other graph is taken as given, as PyG
+// takes an edge_index.
+bool symmetrize_training_graph(const TrainOpts& o) {
+  return o.symmetrize == "on" || (o.symmetrize == "auto" && is_ogb_raw_dir(o.dataset));
+}
+
 Dataset load_training_data(const TrainOpts& o, bool show_progress) {
   nn::DatasetOptions dopt;
+  dopt.symmetrize = symmetrize_training_graph(o);
   dopt.synthetic_features = o.features;
   dopt.synthetic_classes = o.classes;
   dopt.ogb_split = o.split;
   dopt.seed = o.seed;
+  dopt.edge_index_rows = parse_edge_index_rows(o.edge_index_rows);
   // A split scheme names a folder of an OGB raw directory; generated datasets have their own.
   SPGNN_CHECK(o.split.empty() || (o.dataset != "builtin" && !is_generator_spec(o.dataset)),
               InvalidArgument, "--split ", o.split, ": split schemes belong to OGB raw "
@@ -78,7 +98,7 @@ Dataset load_training_data(const TrainOpts& o, bool show_progress) {
   }
   if (is_generator_spec(o.dataset)) {
     ReadOptions ro;
-    ro.build.symmetrize = true;
+    ro.build.symmetrize = dopt.symmetrize;
     ro.keep_values = false;
     Dataset d = nn::synthetic_dataset(load_graph(o.dataset, ro, show_progress), o.features,
                                       o.classes, o.seed);
@@ -169,6 +189,9 @@ void run_train(const TrainOpts& o) {
                 (long long)data.x.dim(1), (long long)data.num_classes,
                 (long long)data.train_idx.numel(), (long long)data.val_idx.numel(),
                 (long long)data.test_idx.numel());
+    std::printf("input    graph %s, features %s\n",
+                symmetrize_training_graph(o) ? "symmetrized (--symmetrize)" : "as given",
+                tc.normalize_features ? "row-normalised (--normalize-features)" : "as given");
     std::printf("model    %s (%lld parameters) on %s\n", nn::describe(mc).c_str(),
                 (long long)model.num_parameters(), dev.str().c_str());
     std::fflush(stdout);
@@ -185,6 +208,8 @@ void run_train(const TrainOpts& o) {
     j["dataset"] = data.name;
     j["n"] = data.graph.n_rows;
     j["nnz"] = data.graph.nnz();
+    j["symmetrized"] = symmetrize_training_graph(o);
+    j["normalized_features"] = tc.normalize_features;
     j["model"] = o.model;
     j["maxk"] = o.maxk;
     j["layers"] = o.layers;
@@ -266,6 +291,10 @@ void register_train(CLI::App& app) {
   cmd->add_option("--load", o->load, "start from a checkpoint of the same model");
   cmd->add_option("--normalize-features", o->normalize, "row-normalise features: auto (real "
                   "datasets only), on, off")->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+  add_edge_index_rows_flag(*cmd, o->edge_index_rows);
+  cmd->add_option("--symmetrize", o->symmetrize, "add the reverse of every edge: auto (OGB raw "
+                  "directories only, as OGB's examples do), on, off (edges as given, as PyG "
+                  "takes them)")->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   cmd->add_option("--features", o->features, "synthetic feature width (graphs without features)")
       ->capture_default_str();
   cmd->add_option("--classes", o->classes, "synthetic classes (graphs without labels)")->capture_default_str();
