@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""The same training loop with spgnn.nn layers and with torch_geometric.nn layers, on one graph.
+
+    python speed_vs_pyg.py                                   # a 20k-node random graph, GCN/GIN/SAGE/GAT
+    python speed_vs_pyg.py --graph G.npy --models gcn,sage    # an edge_index .npy (row 0 = source)
+    python speed_vs_pyg.py --graph ../../../shared/data/amazon-computers
+
+Per model: median ms of a training step (forward, loss, backward, Adam) after warm-up, for
+spgnn (eager, and compiled with torch.compile(fullgraph=True)) and PyG, both at their best: PyG
+on edge_index and on a sparse adj_t (torch CSR; GCNConv with cached=True), the faster of the two
+counted. Features and labels are random (speed only). --json writes the numbers as JSON.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import spgnn
+
+# name: (layers, hidden, heads) -- the settings of spgnn's training suite (bench/train_suite.sh)
+MODELS = {"gcn": (2, 16, 1), "gin": (5, 64, 1), "sage": (4, 256, 1), "gat": (5, 16, 1)}
+
+
+def make_model(lib, name, fin, classes, pyg_sparse=False):
+    layers, hidden, heads = MODELS[name]
+
+    def conv(i, o, last):
+        if name == "gcn":
+            return lib.GCNConv(i, o, cached=True)
+        if name == "gin":
+            mlp = torch.nn.Sequential(torch.nn.Linear(i, o), torch.nn.ReLU(), torch.nn.Linear(o, o))
+            return lib.GINConv(mlp)
+        if name == "gat":
+            return lib.GATConv(i, o, heads=1 if last else heads, dropout=0.5)
+        return lib.SAGEConv(i, o)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            dims = [fin] + [hidden * heads] * (layers - 1)
+            self.convs = torch.nn.ModuleList(
+                conv(dims[i], classes if i + 1 == layers else hidden, i + 1 == layers)
+                for i in range(layers))
+            self.act = F.elu if name == "gat" else F.relu
+
+        def forward(self, x, edge_index):
+            x = F.dropout(x, 0.5, self.training)
+            for i, c in enumerate(self.convs):
+                x = c(x, edge_index)
+                if i + 1 < len(self.convs):
+                    x = F.dropout(self.act(x), 0.5, self.training)
+            return x
+
+    return Net()
+
+
+def time_training(model, x, y, mask, edge, epochs, warmup, compile_=False):
+    dev = x.device
+    model = model.to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+    run = torch.compile(model, fullgraph=True) if compile_ else model
+    times = []
+    for i in range(warmup + epochs):
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        model.train()
+        opt.zero_grad()
+        loss = F.cross_entropy(run(x, edge)[mask], y[mask])
+        loss.backward()
+        opt.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def attempt(fn):
+    """A number, or why there is none (PyG running out of memory is a result, not a crash)."""
+    try:
+        return fn()
+    except torch.cuda.OutOfMemoryError:
+        return "OOM"
+    except Exception as e:  # noqa: BLE001 -- reported in the table
+        return f"error: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+    finally:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def load_graph(spec, device):
+    if spec.startswith("random:"):
+        _, n, deg = spec.split(":")
+        n, deg = int(n), int(deg)
+        g = torch.Generator().manual_seed(1)
+        ei = torch.randint(0, n, (2, n * deg), generator=g)
+        return torch.cat([ei, ei.flip(0)], 1).to(device), n
+    if os.path.isdir(spec):
+        d = spgnn.io.read_dataset(spec)
+        return d.edge_index.to(device), d.num_nodes
+    ei = spgnn.io.read_npy(spec)
+    if ei.dim() != 2 or ei.shape[0] != 2:
+        raise SystemExit(f"{spec}: expected an edge_index [2, E], got {tuple(ei.shape)}")
+    return ei.to(device), int(ei.max()) + 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--graph", default="random:20000:25",
+                    help="random:N:DEG, an edge_index .npy (PyG order), or a dataset directory")
+    ap.add_argument("--models", default="gcn,gin,sage,gat")
+    ap.add_argument("--features", type=int, default=602)
+    ap.add_argument("--classes", type=int, default=41)
+    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--skip-pyg", action="store_true")
+    ap.add_argument("--skip-compile", action="store_true")
+    ap.add_argument("--json", default="", help="also write the results to this file")
+    a = ap.parse_args()
+    names = a.models.split(",")
+    bad = [n for n in names if n not in MODELS]
+    if bad:
+        ap.error(f"unknown model(s) {bad}; choose from {', '.join(MODELS)}")
+    dev = torch.device(a.device)
+    ei, n = load_graph(a.graph, dev)
+    g = torch.Generator().manual_seed(1)
+    x = (torch.rand(n, a.features, generator=g) * 2 - 1).to(dev)
+    y = torch.randint(0, a.classes, (n,), generator=g).to(dev)
+    mask = (torch.rand(n, generator=g) < 0.6).to(dev)
+    print(f"graph {a.graph}: {n} nodes, {ei.shape[1]} edges; {a.features} features, "
+          f"{a.classes} classes; {dev}; torch {torch.__version__}", flush=True)
+    adj_t = None
+    results = {}
+    fmt = lambda r: f"{r:.2f}" if isinstance(r, float) else r  # noqa: E731
+    print(f"{'model':<6} {'spgnn':>10} {'compiled':>10} {'PyG ei':>10} {'PyG adj_t':>10} "
+          f"{'vs PyG':>8}", flush=True)
+    for name in names:
+        r = {}
+        torch.manual_seed(0)
+        r["spgnn"] = attempt(lambda: time_training(make_model(spgnn.nn, name, a.features, a.classes),
+                                                   x, y, mask, ei, a.epochs, a.warmup))
+        if not a.skip_compile:
+            torch._dynamo.reset()
+            r["spgnn_compiled"] = attempt(lambda: time_training(
+                make_model(spgnn.nn, name, a.features, a.classes), x, y, mask, ei, a.epochs,
+                a.warmup, compile_=True))
+        if not a.skip_pyg:
+            import torch_geometric.nn as pyg
+            from torch_geometric.utils import to_torch_csr_tensor
+            r["pyg_edge_index"] = attempt(lambda: time_training(
+                make_model(pyg, name, a.features, a.classes), x, y, mask, ei, a.epochs, a.warmup))
+            if adj_t is None:
+                # PyG's lean path: adj_t (rows = targets), so convs run one SpMM per layer
+                adj_t = to_torch_csr_tensor(ei.flip(0), size=(n, n))
+            r["pyg_adj_t"] = attempt(lambda: time_training(
+                make_model(pyg, name, a.features, a.classes), x, y, mask, adj_t, a.epochs,
+                a.warmup))
+        best = min((v for k, v in r.items() if k.startswith("pyg") and isinstance(v, float)),
+                   default=None)
+        sp = f"{best / r['spgnn']:.2f}x" if best and isinstance(r["spgnn"], float) else "-"
+        results[name] = r
+        print(f"{name:<6} {fmt(r['spgnn']):>10} {fmt(r.get('spgnn_compiled', '-')):>10} "
+              f"{fmt(r.get('pyg_edge_index', '-')):>10} {fmt(r.get('pyg_adj_t', '-')):>10} "
+              f"{sp:>8}", flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"graph": a.graph, "nodes": n, "edges": int(ei.shape[1]),
+                       "torch": torch.__version__, "device": str(dev), "ms": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

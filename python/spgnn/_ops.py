@@ -1,0 +1,635 @@
+"""spgnn's kernels as PyTorch custom ops (torch.library): each has a fake implementation (shapes
+only, for torch.compile) and, where it is differentiable, an autograd formula written with other
+spgnn ops, so forward and backward both compile without graph breaks.
+
+Graphs cross op boundaries as *handles*: an int64 host tensor of shape [nnz] and stride 0 over
+one element (read through its storage, which exists even when nnz = 0), the id of a graph entry
+of the compiled core. The entry stays alive as long as
+any handle does; the shape tells fake implementations the edge count (data-dependent for derived
+graphs, e.g. after adding self loops), so edge-shaped outputs get the right symbolic size. These
+ops are internal: the public API is spgnn.ops, spgnn.Graph and spgnn.nn.
+
+Edge tensors here are in the graph's canonical order (sorted by destination, then source);
+spgnn.ops maps them from and to the caller's edge order.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ._runtime import C, arr, on_device, stream_of
+
+_lib = "spgnn"
+
+# torch >= 2.4 names
+custom_op = torch.library.custom_op
+register_fake = torch.library.register_fake
+register_autograd = torch.library.register_autograd
+
+
+def _new_size():
+    """A fresh symbolic size for a data-dependent edge count (fake mode only)."""
+    ctx = torch.library.get_ctx()
+    return ctx.new_dynamic_size()
+
+
+def handle_from_base(base: Tensor, nnz: int) -> Tensor:
+    return base.expand(nnz)
+
+
+def _fake_handle(nnz) -> Tensor:
+    return torch.empty(1, dtype=torch.int64, device="cpu").expand(nnz)
+
+
+def nnz_of(h: Tensor):
+    return h.shape[0]
+
+
+def _addr(h: Tensor) -> int:
+    if h.dtype != torch.int64 or h.device.type != "cpu" or h.dim() != 1:
+        raise TypeError("not a spgnn graph handle")
+    return h.untyped_storage().data_ptr() + 8 * h.storage_offset()
+
+
+def wrap_handle(obj_nnz) -> Tensor:
+    """A handle tensor from what _C.build_graph / _C.derive return: (array over the id, nnz)."""
+    obj, nnz = obj_nnz
+    return torch.from_dlpack(obj).expand(nnz)
+
+
+# ---- graphs ----------------------------------------------------------------------------------------
+
+@custom_op(f"{_lib}::graph_from_edge_index", mutates_args=())
+def graph_from_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
+    from .graph import _edge_index_graph
+    return _edge_index_graph(edge_index, num_nodes).handle()
+
+
+@register_fake(f"{_lib}::graph_from_edge_index")
+def _(edge_index, num_nodes):
+    return _fake_handle(edge_index.shape[1])
+
+
+# Derivations whose edge count equals the parent's.
+_SAME_NNZ = {"mean", "pattern", "transpose", "gcn_noloops"}
+
+
+@custom_op(f"{_lib}::graph_variant", mutates_args=())
+def graph_variant(h: Tensor, kind: str) -> Tensor:
+    return wrap_handle(C.derive(_addr(h), kind))
+
+
+@register_fake(f"{_lib}::graph_variant")
+def _(h, kind):
+    return _fake_handle(nnz_of(h) if kind in _SAME_NNZ else _new_size())
+
+
+_NODE_SHAPED = {"inv_degree": torch.float32, "out_degree": torch.float32}
+
+
+@custom_op(f"{_lib}::graph_tensor", mutates_args=())
+def graph_tensor(h: Tensor, name: str, like: Tensor, rows: int) -> Tensor:
+    """A fresh copy of one of the graph's arrays (see _C.graph_tensor) on `like`'s device, in
+    `like`'s float dtype for float arrays. `rows` is the length of node-shaped arrays
+    (inv_degree: the graph's rows; out_degree: its columns), which fake tensors cannot read off
+    the handle."""
+    shape, dtype = C.graph_tensor_spec(_addr(h), name)
+    if name in _NODE_SHAPED and shape[0] != rows:
+        raise ValueError(f"graph_tensor({name}): the graph has {shape[0]} such rows, not {rows}")
+    out = torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+    with on_device(like):
+        C.graph_tensor(_addr(h), name, out, stream_of(like))
+    return out.to(like.dtype) if out.is_floating_point() else out
+
+
+@register_fake(f"{_lib}::graph_tensor")
+def _(h, name, like, rows):
+    if name in _NODE_SHAPED:
+        return like.new_empty((rows,))
+    if name == "rowptr":
+        return like.new_empty((_new_size(),), dtype=torch.int64)
+    if name == "values":
+        return like.new_empty((nnz_of(h),))
+    return like.new_empty((nnz_of(h),), dtype=torch.int64)
+
+
+# ---- g-SpMM ----------------------------------------------------------------------------------------
+
+def _spmm_width(op: str, u: Optional[Tensor], e: Optional[Tensor]) -> int:
+    if op == "copy_e":
+        return 1 if e is None or e.dim() == 1 else e.shape[1]
+    return u.shape[1]
+
+
+def _like(u, e):
+    return u if u is not None else e
+
+
+@custom_op(f"{_lib}::gspmm", mutates_args=())
+def gspmm(h: Tensor, op: str, reduce: str, u: Optional[Tensor], e: Optional[Tensor],
+          n_rows: int, strategy: str) -> Tensor:
+    like = _like(u, e)
+    out = torch.empty((n_rows, _spmm_width(op, u, e)), dtype=like.dtype, device=like.device)
+    with on_device(like):
+        C.gspmm(_addr(h), op, reduce, arr(u), arr(e), out, None, None, stream_of(like), strategy)
+    return out
+
+
+@register_fake(f"{_lib}::gspmm")
+def _(h, op, reduce, u, e, n_rows, strategy):
+    like = _like(u, e)
+    return like.new_empty((n_rows, _spmm_width(op, u, e)))
+
+
+@custom_op(f"{_lib}::gspmm_arg", mutates_args=())
+def gspmm_arg(h: Tensor, op: str, reduce: str, u: Optional[Tensor], e: Optional[Tensor],
+              n_rows: int, strategy: str) -> Tuple[Tensor, Tensor, Tensor]:
+    like = _like(u, e)
+    F = _spmm_width(op, u, e)
+    out = torch.empty((n_rows, F), dtype=like.dtype, device=like.device)
+    arg_u = torch.empty((n_rows, F), dtype=torch.int64, device=like.device)
+    arg_e = torch.empty((n_rows, F), dtype=torch.int64, device=like.device)
+    with on_device(like):
+        C.gspmm(_addr(h), op, reduce, arr(u), arr(e), out, arg_u, arg_e, stream_of(like), strategy)
+    return out, arg_u, arg_e
+
+
+@register_fake(f"{_lib}::gspmm_arg")
+def _(h, op, reduce, u, e, n_rows, strategy):
+    like = _like(u, e)
+    F = _spmm_width(op, u, e)
+    return (like.new_empty((n_rows, F)), like.new_empty((n_rows, F), dtype=torch.int64),
+            like.new_empty((n_rows, F), dtype=torch.int64))
+
+
+def _reduce_to(g: Tensor, e: Tensor) -> Tensor:
+    """Sums an edge gradient [nnz, F] down to e's (broadcast) shape."""
+    if e.dim() == 1:
+        return g.sum(1) if g.shape[1] != 1 else g.reshape(-1)
+    if e.shape[1] == 1 and g.shape[1] != 1:
+        return g.sum(1, keepdim=True)
+    return g
+
+
+def _transpose_perm(ht: Tensor, like: Tensor) -> Tensor:
+    """Edge i of the transpose ht is edge perm[i] of its parent: edge tensors of the parent
+    enter the transpose as x.index_select(0, perm). Fetched only where an edge tensor needs it."""
+    return graph_tensor(ht, "edge_source", like, 0)
+
+
+def _e_values(h: Tensor, e: Optional[Tensor], like: Tensor) -> Tensor:
+    return e if e is not None else graph_tensor(h, "values", like, 0)
+
+
+def _gspmm_setup(ctx, inputs, output):
+    h, op, reduce, u, e, n_rows, strategy = inputs
+    ctx.op, ctx.reduce, ctx.strategy = op, reduce, strategy
+    ctx.n_cols = u.shape[0] if u is not None else None
+    ctx.e_none = e is None
+    ctx.save_for_backward(h, u, e)
+
+
+def _gspmm_sum_backward(h, op, u, e, grad, need_u, need_e, n_cols):
+    """Gradients of a sum-reduced g-SpMM w.r.t. u and e, given grad_out (already divided by the
+    degree for mean)."""
+    gu = ge = None
+    if need_u and op != "copy_e":
+        ht = graph_variant(h, "transpose")
+        if op in ("copy_u", "u_add_e", "u_sub_e"):
+            gu = gspmm(ht, "copy_u", "sum", grad, None, n_cols, "")
+        else:  # u_mul_e, u_div_e: the same op over the transpose with e in its edge order
+            # (the transpose carries the graph's own values already permuted)
+            et = None if e is None else e.index_select(0, _transpose_perm(ht, grad))
+            gu = gspmm(ht, op, "sum", grad, et, n_cols, "")
+    if need_e and e is not None:
+        broadcast = e.dim() == 1 or (e.shape[1] == 1 and grad.shape[1] != 1)
+        if op == "copy_e" or op in ("u_add_e", "u_sub_e"):
+            g = grad.sum(1, keepdim=True) if broadcast else grad
+            ge = gsddmm(h, "copy_rhs", None, g, "u", "v")
+            if op == "u_sub_e":
+                ge = -ge
+        elif op == "u_mul_e":
+            ge = gsddmm(h, "dot" if broadcast else "mul", u, grad, "u", "v")
+        else:  # u_div_e: d(u / e) / de = -u / e^2
+            ue = gsddmm(h, "dot" if broadcast else "mul", u, grad, "u", "v")
+            ev = e.reshape(-1, 1) if e.dim() == 1 else e
+            ge = -ue / (ev * ev)
+        ge = _reduce_to(ge, e)
+    return gu, ge
+
+
+def _gspmm_backward(ctx, grad):
+    h, u, e = ctx.saved_tensors
+    grad = grad.contiguous()
+    if ctx.reduce == "mean":
+        grad = grad * graph_tensor(h, "inv_degree", grad, grad.shape[0]).unsqueeze(1)
+    gu, ge = _gspmm_sum_backward(h, ctx.op, u, e, grad, ctx.needs_input_grad[3],
+                                 ctx.needs_input_grad[4], ctx.n_cols)
+    return None, None, None, gu, ge, None, None
+
+
+register_autograd(f"{_lib}::gspmm", _gspmm_backward, setup_context=_gspmm_setup)
+
+
+def _gspmm_arg_setup(ctx, inputs, output):
+    h, op, reduce, u, e, n_rows, strategy = inputs
+    _, arg_u, arg_e = output
+    ctx.op = op
+    ctx.e_shape = None if e is None else tuple(e.shape)
+    ctx.save_for_backward(h, u, e, arg_u, arg_e)
+    ctx.mark_non_differentiable(arg_u, arg_e)
+
+
+def _gspmm_arg_backward(ctx, grad, _gu, _ge):
+    """max/min: each output element came from one edge (arg_e) and source (arg_u); rows without
+    edges (arg = -1) give nothing."""
+    h, u, e, arg_u, arg_e = ctx.saved_tensors
+    op = ctx.op
+    grad = grad.contiguous()
+    valid = arg_e >= 0
+    ie = arg_e.clamp(min=0)
+    iu = arg_u.clamp(min=0)
+    F = grad.shape[1]
+
+    def e_at(values: Tensor) -> Tensor:  # the winning edge's operand, per output element
+        v = values.reshape(values.shape[0], -1)
+        return v.reshape(-1)[ie] if v.shape[1] == 1 else v.gather(0, ie)
+
+    gu = ge = None
+    if ctx.needs_input_grad[3] and op != "copy_e":
+        factor = None
+        if op in ("u_mul_e", "u_div_e"):
+            w = e_at(_e_values(h, e, grad))
+            factor = w if op == "u_mul_e" else 1.0 / w
+        contrib = grad if factor is None else grad * factor
+        contrib = torch.where(valid, contrib, torch.zeros_like(contrib))
+        gu = torch.zeros_like(u).scatter_add_(0, iu, contrib)
+    if ctx.needs_input_grad[4] and e is not None and op != "copy_u":
+        if op == "copy_e" or op == "u_add_e":
+            d = grad
+        elif op == "u_sub_e":
+            d = -grad
+        elif op == "u_mul_e":
+            d = grad * u.gather(0, iu)
+        else:  # u_div_e
+            w = e_at(e)
+            d = -grad * u.gather(0, iu) / (w * w)
+        d = torch.where(valid, d, torch.zeros_like(d))
+        full = torch.zeros((e.shape[0], F), dtype=grad.dtype, device=grad.device)
+        full.scatter_add_(0, ie, d)
+        ge = _reduce_to(full, e).reshape(ctx.e_shape)
+    return None, None, None, gu, ge, None, None
+
+
+register_autograd(f"{_lib}::gspmm_arg", _gspmm_arg_backward, setup_context=_gspmm_arg_setup)
+
+
+# ---- g-SDDMM ---------------------------------------------------------------------------------------
+
+def _sddmm_width(op, lhs, rhs):
+    if op == "dot":
+        return 1
+    return (lhs if lhs is not None else rhs).shape[1]
+
+
+@custom_op(f"{_lib}::gsddmm", mutates_args=())
+def gsddmm(h: Tensor, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor], lhs_target: str,
+           rhs_target: str) -> Tensor:
+    like = lhs if lhs is not None else rhs
+    out = torch.empty((nnz_of(h), _sddmm_width(op, lhs, rhs)), dtype=like.dtype,
+                      device=like.device)
+    with on_device(like):
+        C.gsddmm(_addr(h), op, arr(lhs), arr(rhs), out, lhs_target, rhs_target, stream_of(like),
+                 "")
+    return out
+
+
+@register_fake(f"{_lib}::gsddmm")
+def _(h, op, lhs, rhs, lhs_target, rhs_target):
+    like = lhs if lhs is not None else rhs
+    return like.new_empty((nnz_of(h), _sddmm_width(op, lhs, rhs)))
+
+
+def _gather_to_edges(h, x: Tensor, target: str) -> Tensor:
+    """x's row for every edge ([nnz, F]) by target."""
+    if target == "e":
+        return x
+    return gsddmm(h, "copy_lhs", x, None, target, "v")
+
+
+def _reduce_from_edges(h, ge: Tensor, target: str, rows: int) -> Tensor:
+    """The adjoint of _gather_to_edges: sums edge rows into their target's rows."""
+    if target == "e":
+        return ge
+    if target == "v":
+        return gspmm(h, "copy_e", "sum", None, ge.contiguous(), rows, "")
+    ht = graph_variant(h, "transpose")
+    return gspmm(ht, "copy_e", "sum", None, ge.index_select(0, _transpose_perm(ht, ge)), rows, "")
+
+
+def _sddmm_side_grad(h, op, side, x, other, x_t, o_t, grad, out):
+    """d loss / d x for one operand x (target x_t) of out = op(lhs, rhs); `other` is the other
+    operand (target o_t); `side` is "lhs" or "rhs"."""
+    rows = x.shape[0]
+    # Fast paths: a gspmm over h or its transpose, with no [nnz, F] intermediate.
+    if op in ("mul", "dot") and {x_t, o_t} == {"u", "v"}:
+        if x_t == "v":
+            return gspmm(h, "u_mul_e", "sum", other, grad, rows, "")
+        ht = graph_variant(h, "transpose")
+        return gspmm(ht, "u_mul_e", "sum", other, grad.index_select(0, _transpose_perm(ht, grad)),
+                     rows, "")
+    if op in ("add", "copy_lhs", "copy_rhs") or (op == "sub" and side == "lhs"):
+        ge = grad
+    elif op == "sub":
+        ge = -grad
+    elif op in ("mul", "dot"):
+        ge = grad * _gather_to_edges(h, other, o_t)
+    elif side == "lhs":  # div: d(l / r) / dl = 1 / r
+        ge = grad / _gather_to_edges(h, other, o_t)
+    else:  # div: d(l / r) / dr = -(l / r) / r = -out / r
+        ge = -grad * out / _gather_to_edges(h, x, x_t)
+    if ge.shape[1] != x.shape[1]:  # a [nnz, 1] gradient of a broadcast side
+        ge = ge.expand(-1, x.shape[1])
+    return _reduce_from_edges(h, ge.contiguous(), x_t, rows)
+
+
+def _gsddmm_setup(ctx, inputs, output):
+    h, op, lhs, rhs, lt, rt = inputs
+    ctx.op, ctx.lt, ctx.rt = op, lt, rt
+    ctx.save_for_backward(h, lhs, rhs, output if op == "div" else None)
+
+
+def _gsddmm_backward(ctx, grad):
+    h, lhs, rhs, out = ctx.saved_tensors
+    grad = grad.contiguous()
+    op = ctx.op
+    gl = gr = None
+    if ctx.needs_input_grad[2] and lhs is not None and op != "copy_rhs":
+        gl = _sddmm_side_grad(h, op, "lhs", lhs, rhs, ctx.lt, ctx.rt, grad, out)
+    if ctx.needs_input_grad[3] and rhs is not None and op != "copy_lhs":
+        gr = _sddmm_side_grad(h, op, "rhs", rhs, lhs, ctx.rt, ctx.lt, grad, out)
+    return None, None, gl, gr, None, None
+
+
+register_autograd(f"{_lib}::gsddmm", _gsddmm_backward, setup_context=_gsddmm_setup)
+
+
+# ---- attention -------------------------------------------------------------------------------------
+
+@custom_op(f"{_lib}::edge_softmax", mutates_args=())
+def edge_softmax(h: Tensor, scores: Tensor) -> Tensor:
+    out = torch.empty_like(scores)
+    with on_device(scores):
+        C.edge_softmax(_addr(h), arr(scores), out, stream_of(scores))
+    return out
+
+
+@register_fake(f"{_lib}::edge_softmax")
+def _(h, scores):
+    return torch.empty_like(scores)
+
+
+@custom_op(f"{_lib}::edge_softmax_backward", mutates_args=())
+def edge_softmax_backward(h: Tensor, out: Tensor, grad: Tensor) -> Tensor:
+    gs = torch.empty_like(out)
+    with on_device(out):
+        C.edge_softmax_backward(_addr(h), arr(out), arr(grad), gs, stream_of(out))
+    return gs
+
+
+@register_fake(f"{_lib}::edge_softmax_backward")
+def _(h, out, grad):
+    return torch.empty_like(out)
+
+
+def _softmax_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], output)
+
+
+def _softmax_backward(ctx, grad):
+    h, out = ctx.saved_tensors
+    return None, edge_softmax_backward(h, out, grad.contiguous())
+
+
+register_autograd(f"{_lib}::edge_softmax", _softmax_backward, setup_context=_softmax_setup)
+
+
+def _seed(seed: Tensor) -> int:
+    # An int64 host tensor (drawn from torch's generator by the caller, so that torch.manual_seed
+    # makes runs repeatable); the kernels take it as the unsigned hash seed.
+    return int(seed.reshape(-1)[0].item()) & 0xFFFFFFFFFFFFFFFF
+
+
+@custom_op(f"{_lib}::gat_aggregate", mutates_args=())
+def gat_aggregate(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, heads: int,
+                  negative_slope: float, dropout: float, seed: Tensor, n_rows: int,
+                  strategy: str) -> Tuple[Tensor, Tensor]:
+    out = torch.empty((n_rows, feat.shape[1]), dtype=feat.dtype, device=feat.device)
+    attn = torch.empty((nnz_of(h), heads), dtype=feat.dtype, device=feat.device)
+    with on_device(feat):
+        C.gat_aggregate(_addr(h), arr(feat), arr(el), arr(er), heads, negative_slope, dropout,
+                        _seed(seed), out, attn, stream_of(feat), strategy)
+    return out, attn
+
+
+@register_fake(f"{_lib}::gat_aggregate")
+def _(h, feat, el, er, heads, negative_slope, dropout, seed, n_rows, strategy):
+    return feat.new_empty((n_rows, feat.shape[1])), feat.new_empty((nnz_of(h), heads))
+
+
+@custom_op(f"{_lib}::gat_aggregate_backward", mutates_args=())
+def gat_aggregate_backward(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, attn: Tensor,
+                           grad: Tensor, heads: int, negative_slope: float, dropout: float,
+                           seed: Tensor, strategy: str) -> Tuple[Tensor, Tensor, Tensor]:
+    gf, gl, gr = torch.empty_like(feat), torch.empty_like(el), torch.empty_like(er)
+    with on_device(feat):
+        C.gat_aggregate_backward(_addr(h), arr(feat), arr(el), arr(er), arr(attn), arr(grad),
+                                 heads, negative_slope, dropout, _seed(seed), gf, gl, gr,
+                                 stream_of(feat), strategy)
+    return gf, gl, gr
+
+
+@register_fake(f"{_lib}::gat_aggregate_backward")
+def _(h, feat, el, er, attn, grad, heads, negative_slope, dropout, seed, strategy):
+    return torch.empty_like(feat), torch.empty_like(el), torch.empty_like(er)
+
+
+def _gat_setup(ctx, inputs, output):
+    h, feat, el, er, heads, slope, dropout, seed, n_rows, strategy = inputs
+    ctx.heads, ctx.slope, ctx.dropout, ctx.strategy = heads, slope, dropout, strategy
+    ctx.save_for_backward(h, feat, el, er, output[1], seed)
+    ctx.mark_non_differentiable(output[1])
+
+
+def _gat_backward(ctx, grad, _grad_attn):
+    h, feat, el, er, attn, seed = ctx.saved_tensors
+    gf, gl, gr = gat_aggregate_backward(h, feat, el, er, attn, grad.contiguous(), ctx.heads,
+                                        ctx.slope, ctx.dropout, seed, ctx.strategy)
+    return None, gf, gl, gr, None, None, None, None, None, None
+
+
+register_autograd(f"{_lib}::gat_aggregate", _gat_backward, setup_context=_gat_setup)
+
+
+# ---- MaxK and CBSR ---------------------------------------------------------------------------------
+
+def cbsr_index_dtype(F: int):
+    return torch.uint8 if F <= 256 else torch.uint16
+
+
+@custom_op(f"{_lib}::maxk", mutates_args=())
+def maxk(x: Tensor, k: int) -> Tuple[Tensor, Tensor]:
+    data = torch.empty((x.shape[0], k), dtype=x.dtype, device=x.device)
+    index = torch.empty((x.shape[0], k), dtype=cbsr_index_dtype(x.shape[1]), device=x.device)
+    with on_device(x):
+        C.maxk(arr(x), k, data, index, stream_of(x))
+    return data, index
+
+
+@register_fake(f"{_lib}::maxk")
+def _(x, k):
+    return (x.new_empty((x.shape[0], k)),
+            x.new_empty((x.shape[0], k), dtype=cbsr_index_dtype(x.shape[1])))
+
+
+@custom_op(f"{_lib}::cbsr_to_dense", mutates_args=())
+def cbsr_to_dense(data: Tensor, index: Tensor, F: int) -> Tensor:
+    """The dense [n, F] matrix of a CBSR pair: data at its columns, zeros elsewhere."""
+    out = torch.empty((data.shape[0], F), dtype=data.dtype, device=data.device)
+    with on_device(data):
+        C.maxk_backward(arr(data), arr(index), F, arr(data), out, stream_of(data))
+    return out
+
+
+@register_fake(f"{_lib}::cbsr_to_dense")
+def _(data, index, F):
+    return data.new_empty((data.shape[0], F))
+
+
+@custom_op(f"{_lib}::cbsr_gather", mutates_args=())
+def cbsr_gather(dense: Tensor, data: Tensor, index: Tensor) -> Tensor:
+    """dense sampled at a CBSR pattern: out[i, j] = dense[i, index[i, j]] (the adjoint of
+    cbsr_to_dense), as cbsr_sspmm over the identity graph."""
+    from .graph import identity_handle
+    out = torch.empty_like(data)
+    with on_device(dense):
+        C.cbsr_sspmm(_addr(identity_handle(dense.shape[0], dense.device)), None, arr(dense),
+                     arr(data), arr(index), dense.shape[1], out, stream_of(dense))
+    return out
+
+
+@register_fake(f"{_lib}::cbsr_gather")
+def _(dense, data, index):
+    return torch.empty_like(data)
+
+
+def _maxk_setup(ctx, inputs, output):
+    ctx.F = inputs[0].shape[1]
+    ctx.save_for_backward(*output)
+    ctx.mark_non_differentiable(output[1])
+
+
+def _maxk_backward(ctx, grad_data, _grad_index):
+    data, index = ctx.saved_tensors
+    return cbsr_to_dense(grad_data.contiguous(), index, ctx.F), None
+
+
+register_autograd(f"{_lib}::maxk", _maxk_backward, setup_context=_maxk_setup)
+
+
+def _dense_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+
+
+def _dense_backward(ctx, grad):
+    data, index = ctx.saved_tensors
+    return cbsr_gather(grad.contiguous(), data, index), None, None
+
+
+register_autograd(f"{_lib}::cbsr_to_dense", _dense_backward, setup_context=_dense_setup)
+
+
+def _gather_setup(ctx, inputs, output):
+    ctx.F = inputs[0].shape[1]
+    ctx.save_for_backward(inputs[1], inputs[2])
+
+
+def _gather_backward(ctx, grad):
+    data, index = ctx.saved_tensors
+    return cbsr_to_dense(grad.contiguous(), index, ctx.F), None, None
+
+
+register_autograd(f"{_lib}::cbsr_gather", _gather_backward, setup_context=_gather_setup)
+
+
+@custom_op(f"{_lib}::cbsr_spgemm", mutates_args=())
+def cbsr_spgemm(h: Tensor, data: Tensor, index: Tensor, F: int, e: Optional[Tensor],
+                n_rows: int) -> Tensor:
+    out = torch.empty((n_rows, F), dtype=data.dtype, device=data.device)
+    with on_device(data):
+        C.cbsr_spgemm(_addr(h), arr(data), arr(index), F, arr(e), out, stream_of(data))
+    return out
+
+
+@register_fake(f"{_lib}::cbsr_spgemm")
+def _(h, data, index, F, e, n_rows):
+    return data.new_empty((n_rows, F))
+
+
+@custom_op(f"{_lib}::cbsr_sspmm", mutates_args=())
+def cbsr_sspmm(h: Tensor, e: Optional[Tensor], d_out: Tensor, data: Tensor,
+               index: Tensor) -> Tensor:
+    out = torch.empty_like(data)
+    with on_device(d_out):
+        C.cbsr_sspmm(_addr(h), arr(e), arr(d_out), arr(data), arr(index), d_out.shape[1], out,
+                     stream_of(d_out))
+    return out
+
+
+@register_fake(f"{_lib}::cbsr_sspmm")
+def _(h, e, d_out, data, index):
+    return torch.empty_like(data)
+
+
+def _spgemm_setup(ctx, inputs, output):
+    h, data, index, F, e, n_rows = inputs
+    ctx.F = F
+    ctx.save_for_backward(h, data, index, e)
+
+
+def _spgemm_backward(ctx, grad):
+    h, data, index, e = ctx.saved_tensors
+    grad = grad.contiguous()
+    gd = ge = None
+    if ctx.needs_input_grad[1]:
+        gd = cbsr_sspmm(h, e, grad, data, index)
+    if ctx.needs_input_grad[4] and e is not None:
+        dense = cbsr_to_dense(data, index, ctx.F)
+        ge = gsddmm(h, "dot", dense, grad, "u", "v").reshape(e.shape)
+    return None, gd, None, None, ge, None
+
+
+register_autograd(f"{_lib}::cbsr_spgemm", _spgemm_backward, setup_context=_spgemm_setup)
+
+
+def _sspmm_setup(ctx, inputs, output):
+    h, e, d_out, data, index = inputs
+    ctx.n_rows = d_out.shape[0]
+    ctx.save_for_backward(h, e, d_out, data, index)
+
+
+def _sspmm_backward(ctx, grad):
+    h, e, d_out, data, index = ctx.saved_tensors
+    grad = grad.contiguous()
+    g_out = ge = None
+    if ctx.needs_input_grad[2]:
+        g_out = cbsr_spgemm(h, grad, index, d_out.shape[1], e, ctx.n_rows)
+    if ctx.needs_input_grad[1] and e is not None:
+        dense = cbsr_to_dense(grad, index, d_out.shape[1])
+        ge = gsddmm(h, "dot", dense, d_out, "u", "v").reshape(e.shape)
+    return None, ge, g_out, None, None
+
+
+register_autograd(f"{_lib}::cbsr_sspmm", _sspmm_backward, setup_context=_sspmm_setup)

@@ -1,0 +1,72 @@
+"""Plumbing shared by the ops: the compiled core, streams, devices and argument checks."""
+from __future__ import annotations
+
+import contextlib
+from typing import Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from . import _C
+
+__all__ = ["C", "stream_of", "on_device", "arr", "check_tensor", "check_float"]
+
+C = _C
+
+
+def stream_of(t: Tensor) -> int:
+    """The caller's current CUDA stream on t's device (0 for host tensors): spgnn queues its
+    kernels there, so they are ordered with the caller's own work."""
+    if t.is_cuda:
+        return torch.cuda.current_stream(t.device).cuda_stream
+    return 0
+
+
+def on_device(t: Tensor):
+    """Makes t's GPU the current one while spgnn runs (DLPack export needs it, and spgnn's
+    kernels launch on the data's device)."""
+    if t.is_cuda and t.device.index != torch.cuda.current_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
+
+
+def arr(t: Optional[Tensor]):
+    """A tensor as the extension takes it: detached (DLPack refuses tensors that require grad),
+    same memory."""
+    return None if t is None else t.detach()
+
+
+_FLOATS = (torch.float32, torch.float64)
+
+
+def check_tensor(t, name: str, *, ndim: Optional[Sequence[int]] = None, dtypes=None,
+                 device: Optional[torch.device] = None, rows: Optional[int] = None,
+                 rows_name: str = "", contiguous: bool = True) -> None:
+    """Raises a clear TypeError/ValueError naming `name` when t is not what an op takes."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if dtypes is not None and t.dtype not in dtypes:
+        want = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+        raise TypeError(f"{name} must have dtype {want}, got {str(t.dtype).replace('torch.', '')}")
+    if ndim is not None and t.dim() not in ndim:
+        raise ValueError(f"{name} must have {' or '.join(map(str, ndim))} dimensions, "
+                         f"got shape {tuple(t.shape)}")
+    if device is not None and t.device != device:
+        raise ValueError(f"{name} is on {t.device}, but the graph is on {device}")
+    if rows is not None and t.dim() > 0 and t.shape[0] != rows:
+        raise ValueError(f"{name} has {t.shape[0]} rows, expected {rows_name} = {rows} "
+                         f"(shape {tuple(t.shape)})")
+    if contiguous and not t.is_contiguous():
+        raise ValueError(f"{name} is not contiguous (strides {t.stride()}): spgnn reads its "
+                         f"inputs in place and never copies them; pass {name}.contiguous()")
+
+
+def check_float(t: Tensor, name: str, **kw) -> None:
+    """A feature tensor: float32 anywhere, float64 on the CPU (the float64 reference path)."""
+    if isinstance(t, Tensor) and t.dtype == torch.float64 and t.is_cuda:
+        raise TypeError(f"{name} is float64 on {t.device}: spgnn's GPU kernels take float32 "
+                        "(float64 runs on the CPU reference path only)")
+    if isinstance(t, Tensor) and t.dtype in (torch.float16, torch.bfloat16):
+        raise TypeError(f"{name} is {str(t.dtype).replace('torch.', '')}: this spgnn takes "
+                        "float32 (float64 on the CPU); half precision is not supported yet")
+    check_tensor(t, name, dtypes=_FLOATS, **kw)

@@ -1,0 +1,278 @@
+"""spgnn.Graph: a graph in spgnn's storage format, built from what PyG users have.
+
+Orientation follows PyG: ``edge_index[0]`` holds sources, ``edge_index[1]`` targets, and
+messages flow source -> target. Every edge is kept as given (parallel edges and self loops
+count, as in PyG's message passing). Inside, edges are sorted by target (spgnn's row-sorted
+COO); edge tensors passed to or returned by ``spgnn.ops`` stay in *your* edge order.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from . import _ops
+from ._runtime import C, check_tensor, stream_of
+
+__all__ = ["Graph", "clear_cache"]
+
+
+def _base_from(obj_nnz):
+    obj, nnz = obj_nnz
+    return torch.from_dlpack(obj), nnz
+
+
+class Graph:
+    """A graph on one device, with the variants that layers derive from it (GCN normalisation,
+    mean weights, self loops, transposes) built on first use and cached.
+
+    Build it with ``Graph(edge_index, num_nodes)`` (PyG's ``edge_index``: ``[2, E]`` int64,
+    row 0 = source, row 1 = target), ``Graph.from_scipy(A)`` (``A[i, j]`` = an edge i -> j, as
+    ``torch_geometric.utils.from_scipy_sparse_matrix`` reads it) or
+    ``Graph.from_sparse_tensor(adj_t)`` (a torch sparse COO/CSR ``adj_t`` as PyG's layers take
+    it: ``adj_t[i, j]`` = an edge j -> i). Optional edge weights travel with the graph and are
+    the default edge values of the ops (GCNConv uses them as ``edge_weight``).
+
+    Pass it to ``spgnn.nn`` layers in place of ``edge_index`` and to the ops in ``spgnn.ops``.
+    """
+
+    def __init__(self, edge_index: Tensor, num_nodes: Optional[int] = None,
+                 edge_weight: Optional[Tensor] = None, *,
+                 size: Optional[Tuple[int, int]] = None):
+        # Any layout: the graph is built in spgnn's own arrays (a sort), so the rows are read
+        # through contiguous views or copies of them.
+        check_tensor(edge_index, "edge_index", ndim=(2,), dtypes=(torch.int64, torch.int32),
+                     contiguous=False)
+        if edge_index.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape [2, E] (row 0 = source, row 1 = "
+                             f"target), got {tuple(edge_index.shape)}")
+        if size is not None:
+            if num_nodes is not None:
+                raise ValueError("pass either num_nodes or size=(num_src_nodes, num_dst_nodes)")
+            n_src, n_dst = (int(s) for s in size)
+        else:
+            if num_nodes is None:
+                # PyG's maybe_num_nodes: one more than the largest id.
+                num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
+            n_src = n_dst = _check_count(num_nodes, "num_nodes")
+        _check_count(n_src, "size[0]")
+        _check_count(n_dst, "size[1]")
+        if edge_weight is not None:
+            check_tensor(edge_weight, "edge_weight", ndim=(1,), dtypes=(torch.float32,),
+                         device=edge_index.device, rows=edge_index.shape[1],
+                         rows_name="the number of edges E")
+        base, nnz = _base_from(C.build_graph(
+            edge_index[1].contiguous(), edge_index[0].contiguous(),
+            None if edge_weight is None else edge_weight.detach(),
+            n_dst, n_src, "edge_index[1]", "edge_index[0]", stream_of(edge_index)))
+        self._init(base, nnz)
+
+    def _init(self, base: Tensor, nnz: int):
+        self._base = base
+        self._nnz = nnz
+        self._info = C.graph_info(base.untyped_storage().data_ptr())
+        self._edge_source: Optional[Tensor] = None
+
+    @classmethod
+    def _wrap(cls, obj_nnz) -> "Graph":
+        g = cls.__new__(cls)
+        g._init(*_base_from(obj_nnz))
+        return g
+
+    # ---- other constructors ---------------------------------------------------------------------
+    @classmethod
+    def from_edge_index(cls, edge_index: Tensor, num_nodes: Optional[int] = None,
+                        edge_weight: Optional[Tensor] = None) -> "Graph":
+        return cls(edge_index, num_nodes, edge_weight)
+
+    @classmethod
+    def from_scipy(cls, A, device: Union[str, torch.device] = "cpu") -> "Graph":
+        """From a scipy sparse matrix: A[i, j] != 0 is an edge i -> j of weight A[i, j]."""
+        import numpy as np
+        import scipy.sparse as sp
+        if not sp.issparse(A):
+            raise TypeError(f"from_scipy needs a scipy sparse matrix, got {type(A).__name__}")
+        coo = A.tocoo()
+        ei = torch.from_numpy(np.stack([coo.row.astype(np.int64), coo.col.astype(np.int64)]))
+        w = torch.from_numpy(np.asarray(coo.data, dtype=np.float32))
+        return cls(ei.to(device), edge_weight=w.to(device), size=(A.shape[0], A.shape[1]))
+
+    @classmethod
+    def from_sparse_tensor(cls, adj_t: Tensor) -> "Graph":
+        """From a torch sparse COO or CSR tensor in PyG's ``adj_t`` layout (rows = targets):
+        adj_t[i, j] is an edge j -> i whose weight is the stored value."""
+        if not isinstance(adj_t, Tensor) or adj_t.layout not in (torch.sparse_coo,
+                                                                  torch.sparse_csr):
+            raise TypeError("from_sparse_tensor needs a torch sparse COO or CSR tensor, got "
+                            f"{getattr(adj_t, 'layout', type(adj_t).__name__)}")
+        if adj_t.dim() != 2:
+            raise ValueError(f"adj_t must be 2-D, got shape {tuple(adj_t.shape)}")
+        if adj_t.layout == torch.sparse_coo:
+            t = adj_t.coalesce()
+            dst, src = t.indices()
+            vals = t.values()
+        else:
+            rowptr, src = adj_t.crow_indices(), adj_t.col_indices()
+            dst = torch.repeat_interleave(torch.arange(adj_t.shape[0], device=rowptr.device),
+                                          rowptr[1:] - rowptr[:-1])
+            vals = adj_t.values()
+        if vals.dtype != torch.float32:
+            vals = vals.float()
+        ei = torch.stack([src.long(), dst.long()])
+        return cls(ei, edge_weight=vals.contiguous(), size=(adj_t.shape[1], adj_t.shape[0]))
+
+    # ---- what it is -----------------------------------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        if self.num_src_nodes != self.num_dst_nodes:
+            raise ValueError(f"this graph is bipartite ({self.num_src_nodes} sources, "
+                             f"{self.num_dst_nodes} targets): use num_src_nodes/num_dst_nodes")
+        return self.num_dst_nodes
+
+    @property
+    def num_src_nodes(self) -> int:
+        return self._info["n_cols"]
+
+    @property
+    def num_dst_nodes(self) -> int:
+        return self._info["n_rows"]
+
+    @property
+    def num_edges(self) -> int:
+        return self._nnz
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self._info["device"])
+
+    @property
+    def has_weights(self) -> bool:
+        return self._info["has_values"]
+
+    def __repr__(self) -> str:
+        return (f"spgnn.Graph(num_src_nodes={self.num_src_nodes}, "
+                f"num_dst_nodes={self.num_dst_nodes}, num_edges={self.num_edges}, "
+                f"device={self.device}, weighted={self.has_weights})")
+
+    def handle(self) -> Tensor:
+        """The op-level handle (internal)."""
+        return _ops.handle_from_base(self._base, self._nnz)
+
+    def _tensor(self, name: str) -> Tensor:
+        like = torch.empty(0, device=self.device)
+        return _ops.graph_tensor(self.handle(), name, like, 0)
+
+    @property
+    def edge_index(self) -> Tensor:
+        """[2, E] int64 in spgnn's (target-sorted) edge order; a fresh copy."""
+        return torch.stack([self._tensor("col"), self._tensor("row")])
+
+    @property
+    def edge_weight(self) -> Optional[Tensor]:
+        """The edge weights in spgnn's edge order (a copy), or None."""
+        return self._tensor("values") if self.has_weights else None
+
+    def edge_order(self) -> Optional[Tensor]:
+        """Edge i of spgnn's order is edge ``edge_order()[i]`` of the edge list it was built
+        from; None when the two orders agree (the input was sorted by target)."""
+        if self._info["identity_order"]:
+            return None
+        if self._edge_source is None:
+            self._edge_source = self._tensor("edge_source")
+        return self._edge_source
+
+    def to(self, device: Union[str, torch.device]) -> "Graph":
+        """The same graph on another device (cached: asking twice gives the same arrays)."""
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device == self.device:
+            return self
+        return Graph._wrap(C.derive(self._base.untyped_storage().data_ptr(), f"to:{device}"))
+
+    def cuda(self, device=None) -> "Graph":
+        return self.to("cuda" if device is None else torch.device("cuda", device))
+
+    def cpu(self) -> "Graph":
+        return self.to("cpu")
+
+
+def _check_count(n, name: str) -> int:
+    if isinstance(n, Tensor):
+        n = int(n)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {n!r}")
+    return n
+
+
+# ---- graphs of edge_index tensors ----------------------------------------------------------------
+# Layers take PyG's edge_index on every call; building the graph is a sort, so it is done once
+# per edge_index and kept. The key is the tensor's memory and version: the cache holds a
+# reference to the tensor, so no other tensor can take its memory while the entry lives, and an
+# in-place change bumps the version. A few graphs are kept (most recently used first).
+_CACHE_SIZE = 8
+_cache: "collections.OrderedDict[tuple, Tuple[Tensor, Graph]]" = collections.OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _edge_index_graph(edge_index: Tensor, num_nodes: int) -> Graph:
+    key = (edge_index.data_ptr(), tuple(edge_index.shape), tuple(edge_index.stride()),
+           edge_index.dtype, edge_index.device, edge_index._version, int(num_nodes))
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit[1]
+    g = Graph(edge_index, int(num_nodes))
+    with _cache_lock:
+        _cache[key] = (edge_index, g)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return g
+
+
+_identity: "dict[tuple, Graph]" = {}
+
+
+def identity_handle(n: int, device: torch.device) -> Tensor:
+    key = (int(n), str(device))
+    g = _identity.get(key)
+    if g is None:
+        g = _identity[key] = Graph._wrap(C.identity_graph(int(n), str(device)))
+    return g.handle()
+
+
+def clear_cache() -> None:
+    """Forgets the graphs built from edge_index tensors (and the identity graphs), releasing
+    their memory once nothing else refers to them."""
+    with _cache_lock:
+        _cache.clear()
+    _identity.clear()
+
+
+def resolve(edge_index, num_nodes: int) -> Tensor:
+    """A handle for what a layer got as edge_index: an spgnn.Graph, a PyG edge_index tensor, or
+    a torch sparse adj_t."""
+    if isinstance(edge_index, Graph):
+        if edge_index.num_dst_nodes != num_nodes:
+            raise ValueError(f"the graph has {edge_index.num_dst_nodes} target nodes but x has "
+                             f"{num_nodes} rows")
+        return edge_index.handle()
+    if isinstance(edge_index, Tensor):
+        if edge_index.layout in (torch.sparse_coo, torch.sparse_csr):
+            raise TypeError("a torch sparse adj_t is read with spgnn.Graph.from_sparse_tensor("
+                            "adj_t); build it once and pass the Graph")
+        check_tensor(edge_index, "edge_index", ndim=(2,), dtypes=(torch.int64, torch.int32),
+                     contiguous=False)
+        if edge_index.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape [2, E] (row 0 = source, row 1 = "
+                             f"target), got {tuple(edge_index.shape)}")
+        return _ops.graph_from_edge_index(edge_index, num_nodes)
+    name = type(edge_index).__name__
+    if name == "SparseTensor":
+        raise TypeError("torch_sparse.SparseTensor is not supported: pass edge_index, a torch "
+                        "sparse adj_t through spgnn.Graph.from_sparse_tensor, or a spgnn.Graph")
+    raise TypeError(f"edge_index must be a [2, E] tensor or a spgnn.Graph, got {name}")

@@ -1,0 +1,38 @@
+"""Reading the data spgnn's CLI reads: NumPy .npy files (also gzip/zstd-compressed, detected by
+their magic number) and dataset directories (the layout of ../shared/data: edge_index.npy,
+x.npy, y.npy, train/val/test_idx.npy)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from ._runtime import C
+
+__all__ = ["read_npy", "read_dataset"]
+
+
+def read_npy(path: str) -> torch.Tensor:
+    """A .npy (or .npy.gz / .npy.zst) file as a CPU tensor."""
+    return torch.from_dlpack(C.read_npy(str(path)))
+
+
+def read_dataset(path: str, edge_index_rows: str = "auto") -> SimpleNamespace:
+    """A dataset directory as PyG-style fields: ``edge_index`` ([2, E], row 0 = source, row 1 =
+    target, sorted by target), ``x``, ``y``, ``train_mask``/``val_mask``/``test_mask`` (and the
+    ``*_idx`` arrays), ``num_nodes``, ``num_classes``. ``edge_index_rows`` says which row of the
+    file's edge_index holds the sources: ``"src,dst"`` (PyG's), ``"dst,src"``, or ``"auto"``
+    (the directory's spgnn.json, else PyG's)."""
+    d = C.read_dataset(str(path), edge_index_rows)
+    out = SimpleNamespace(name=d["name"], num_nodes=d["num_nodes"],
+                          num_classes=d["num_classes"])
+    for key in ("edge_index", "x", "y", "train_idx", "val_idx", "test_idx"):
+        setattr(out, key, None if d[key] is None else torch.from_dlpack(d[key]))
+    for split in ("train", "val", "test"):
+        idx = getattr(out, f"{split}_idx")
+        mask = None
+        if idx is not None:
+            mask = torch.zeros(out.num_nodes, dtype=torch.bool)
+            mask[idx] = True
+        setattr(out, f"{split}_mask", mask)
+    return out

@@ -1,0 +1,353 @@
+"""Drop-in replacements for torch_geometric.nn's GCNConv, SAGEConv, GINConv and GATConv.
+
+They take PyG's constructor arguments and ``forward(x, edge_index)`` with ``edge_index`` a PyG
+``[2, E]`` tensor (row 0 = source, row 1 = target) or a ``spgnn.Graph``; the sparse work runs on
+spgnn's kernels, the dense work on PyTorch. The graph of an ``edge_index`` (and the normalised,
+self-looped and transposed variants a layer needs) is built on first use and cached, keyed by
+the tensor, so a training loop pays for it once; an in-place change to edge_index is noticed.
+
+Not supported (a clear error says so): bipartite inputs ``x=(x_src, x_dst)``, ``size=``,
+``edge_attr``/``edge_dim`` in GATConv, aggregations other than sum/add/mean/max/min, lazy
+``in_channels=-1``, torch_sparse.SparseTensor adjacencies (use spgnn.Graph.from_sparse_tensor),
+and inputs that are not float32 (float64 on the CPU).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn import Parameter
+
+from .. import _ops
+from .._runtime import check_float, check_tensor
+from ..graph import Graph, resolve
+
+__all__ = ["GCNConv", "SAGEConv", "GINConv", "GATConv"]
+
+EdgeIndex = Union[Tensor, Graph]
+
+
+def _glorot(t: Tensor) -> None:
+    # PyG's glorot: uniform in +-sqrt(6 / (fan_in + fan_out)) over the last two dimensions.
+    if t is not None:
+        a = math.sqrt(6.0 / (t.size(-2) + t.size(-1)))
+        with torch.no_grad():
+            t.uniform_(-a, a)
+
+
+def _check_channels(in_channels, out_channels, cls):
+    for v, name in ((in_channels, "in_channels"), (out_channels, "out_channels")):
+        if isinstance(v, (tuple, list)):
+            raise NotImplementedError(f"{cls}: bipartite {name}={v} is not supported by spgnn.nn")
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"{cls}: {name} must be an int, got {v!r}")
+        if v == -1:
+            raise NotImplementedError(f"{cls}: lazy initialisation ({name}=-1) is not supported "
+                                      "by spgnn.nn; pass the feature width")
+        if v <= 0:
+            raise ValueError(f"{cls}: {name} must be positive, got {v}")
+
+
+def _unsupported_kwargs(kwargs, cls):
+    if kwargs:
+        names = ", ".join(sorted(kwargs))
+        raise NotImplementedError(f"{cls}: argument(s) {names} are not supported by spgnn.nn "
+                                  "(see spgnn.nn's documentation for what is)")
+
+
+def _input(x, cls) -> Tensor:
+    if isinstance(x, (tuple, list)):
+        raise NotImplementedError(f"{cls}: bipartite inputs x=(x_src, x_dst) are not supported "
+                                  "by spgnn.nn")
+    check_float(x, "x", ndim=(2,), contiguous=False)
+    return x
+
+
+def _no_size(size, cls):
+    if size is not None:
+        raise NotImplementedError(f"{cls}: size= (bipartite message passing) is not supported "
+                                  "by spgnn.nn")
+
+
+def _agg(h: Tensor, op: str, reduce: str, x: Tensor, n: int) -> Tensor:
+    """Aggregation over the handle's graph; e is the graph's own values when op needs one."""
+    x = x.contiguous()
+    if reduce in ("max", "min"):
+        return _ops.gspmm_arg(h, op, reduce, x, None, n, "")[0]
+    return _ops.gspmm(h, op, reduce, x, None, n, "")
+
+
+class GCNConv(torch.nn.Module):
+    r"""GCN (Kipf & Welling): ``out = D^-1/2 (A + I) D^-1/2 (x W) + b``, as PyG's GCNConv, with
+    the degree taken over each node's incoming edges (weights included) and self loops added
+    to nodes without one (existing loops keep their weight). ``cached`` is accepted: spgnn always
+    caches the normalised graph of an edge_index (and recomputes it if edge_index changes)."""
+
+    def __init__(self, in_channels: int, out_channels: int, improved: bool = False,
+                 cached: bool = False, add_self_loops: Optional[bool] = None,
+                 normalize: bool = True, bias: bool = True, **kwargs):
+        super().__init__()
+        _check_channels(in_channels, out_channels, "GCNConv")
+        _unsupported_kwargs(kwargs, "GCNConv")
+        if add_self_loops is None:
+            add_self_loops = normalize
+        if add_self_loops and not normalize:
+            raise ValueError("GCNConv: add_self_loops=True needs normalize=True (as in PyG)")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.improved, self.cached = improved, cached
+        self.add_self_loops, self.normalize = add_self_loops, normalize
+        self.lin = torch.nn.Linear(in_channels, out_channels, bias=False)
+        if bias:
+            self.bias = Parameter(torch.empty(out_channels))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        _glorot(self.lin.weight)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+    def _variant(self) -> str:
+        if not self.add_self_loops:
+            return "gcn_noloops"
+        return "gcn_improved" if self.improved else "gcn"
+
+    def forward(self, x: Tensor, edge_index: EdgeIndex,
+                edge_weight: Optional[Tensor] = None) -> Tensor:
+        x = _input(x, "GCNConv")
+        n = x.shape[0]
+        h = resolve(edge_index, n)
+        x = self.lin(x)
+        if edge_weight is None:
+            if self.normalize:
+                out = _agg(_ops.graph_variant(h, self._variant()), "u_mul_e", "sum", x, n)
+            elif isinstance(edge_index, Graph) and edge_index.has_weights:
+                out = _agg(h, "u_mul_e", "sum", x, n)
+            else:
+                out = _agg(h, "copy_u", "sum", x, n)
+        else:
+            out = self._weighted(x, h, edge_index, edge_weight, n)
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+    def _weighted(self, x, h, edge_index, edge_weight, n):
+        """PyG's gcn_norm with caller-given edge weights, in torch ops (differentiable in the
+        weights) on spgnn's edge order; the aggregation is spgnn's."""
+        E = h.shape[0]
+        check_float(edge_weight, "edge_weight", ndim=(1,), device=x.device, rows=E,
+                    rows_name="the number of edges E", contiguous=False)
+        w = edge_weight.to(x.dtype)
+        order = _ops.graph_tensor(h, "edge_source", x, 0)  # spgnn's edge i = input edge order[i]
+        w = w.index_select(0, order)
+        if not self.normalize:
+            return _ops.gspmm(h, "u_mul_e", "sum", x.contiguous(), w.contiguous(), n, "")
+        hv = _ops.graph_variant(h, self._variant())
+        src = _ops.graph_tensor(hv, "edge_source", x, 0)
+        fill = 2.0 if self.improved else 1.0
+        wv = torch.where(src >= 0, w.index_select(0, src.clamp(min=0)),
+                         torch.full_like(src, 0, dtype=w.dtype) + fill)
+        row = _ops.graph_tensor(hv, "row", x, 0)
+        col = _ops.graph_tensor(hv, "col", x, 0)
+        deg = torch.zeros(n, dtype=w.dtype, device=w.device).index_add(0, row, wv)
+        dinv = deg.pow(-0.5)
+        dinv = torch.where(torch.isinf(dinv), torch.zeros_like(dinv), dinv)
+        norm = dinv.index_select(0, col) * wv * dinv.index_select(0, row)
+        return _ops.gspmm(hv, "u_mul_e", "sum", x.contiguous(), norm.contiguous(), n, "")
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"
+
+
+_AGGRS = {"sum": "sum", "add": "sum", "mean": "mean", "max": "max", "min": "min"}
+
+
+def _aggr_name(aggr, cls) -> str:
+    if not isinstance(aggr, str) or aggr not in _AGGRS:
+        raise NotImplementedError(f"{cls}: aggr={aggr!r} is not supported by spgnn.nn (sum, add, "
+                                  "mean, max, min)")
+    return _AGGRS[aggr]
+
+
+def _aggregate(h: Tensor, reduce: str, x: Tensor, n: int) -> Tensor:
+    if reduce == "mean":  # weights 1/deg on the edges: the backward needs no extra pass
+        return _agg(_ops.graph_variant(h, "mean"), "u_mul_e", "sum", x, n)
+    return _agg(_ops.graph_variant(h, "pattern"), "copy_u", reduce, x, n)
+
+
+class SAGEConv(torch.nn.Module):
+    r"""GraphSAGE: ``out = W_l . aggr_{u -> v} x_u + W_r x_v`` (+ bias in W_l), as PyG's
+    SAGEConv; ``aggr`` sum/add/mean/max/min, ``normalize`` (L2 per row), ``root_weight``,
+    ``project``. For sum and mean the transform runs before the aggregation when it narrows the
+    features (the same result, fewer bytes gathered)."""
+
+    def __init__(self, in_channels: int, out_channels: int, aggr: str = "mean",
+                 normalize: bool = False, root_weight: bool = True, project: bool = False,
+                 bias: bool = True, **kwargs):
+        super().__init__()
+        _check_channels(in_channels, out_channels, "SAGEConv")
+        _unsupported_kwargs(kwargs, "SAGEConv")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.aggr = aggr
+        self._reduce = _aggr_name(aggr, "SAGEConv")
+        self.normalize, self.root_weight, self.project = normalize, root_weight, project
+        if project:
+            self.lin = torch.nn.Linear(in_channels, in_channels, bias=True)
+        self.lin_l = torch.nn.Linear(in_channels, out_channels, bias=bias)
+        if root_weight:
+            self.lin_r = torch.nn.Linear(in_channels, out_channels, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.project:
+            self.lin.reset_parameters()
+        self.lin_l.reset_parameters()
+        if self.root_weight:
+            self.lin_r.reset_parameters()
+
+    def forward(self, x: Tensor, edge_index: EdgeIndex, size=None) -> Tensor:
+        _no_size(size, "SAGEConv")
+        x = _input(x, "SAGEConv")
+        n = x.shape[0]
+        h = resolve(edge_index, n)
+        x_root = x  # as in PyG, the root term reads x before the projection
+        if self.project:
+            x = F.relu(self.lin(x))
+        if self._reduce in ("sum", "mean") and self.out_channels < self.in_channels:
+            out = _aggregate(h, self._reduce, F.linear(x, self.lin_l.weight), n)
+            if self.lin_l.bias is not None:
+                out = out + self.lin_l.bias
+        else:
+            out = self.lin_l(_aggregate(h, self._reduce, x, n))
+        if self.root_weight:
+            out = out + self.lin_r(x_root)
+        if self.normalize:
+            out = F.normalize(out, p=2.0, dim=-1)
+        return out
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"
+
+
+class GINConv(torch.nn.Module):
+    r"""GIN: ``out = nn((1 + eps) x_v + sum_{u -> v} x_u)``, as PyG's GINConv (``eps`` fixed,
+    or trainable with ``train_eps=True``)."""
+
+    def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False, **kwargs):
+        super().__init__()
+        _unsupported_kwargs(kwargs, "GINConv")
+        if not isinstance(nn, torch.nn.Module) and not callable(nn):
+            raise TypeError(f"GINConv: nn must be a torch.nn.Module, got {type(nn).__name__}")
+        self.nn = nn
+        self.initial_eps = float(eps)
+        if train_eps:
+            self.eps = Parameter(torch.empty(1))
+        else:
+            self.register_buffer("eps", torch.empty(1))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if hasattr(self.nn, "reset_parameters"):
+            self.nn.reset_parameters()
+        else:
+            for m in self.nn.modules():
+                if m is not self.nn and hasattr(m, "reset_parameters"):
+                    m.reset_parameters()
+        with torch.no_grad():
+            self.eps.fill_(self.initial_eps)
+
+    def forward(self, x: Tensor, edge_index: EdgeIndex, size=None) -> Tensor:
+        _no_size(size, "GINConv")
+        x = _input(x, "GINConv")
+        n = x.shape[0]
+        h = resolve(edge_index, n)
+        out = _aggregate(h, "sum", x, n)
+        out = out + (1 + self.eps) * x
+        return self.nn(out)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(nn={self.nn})"
+
+
+class GATConv(torch.nn.Module):
+    r"""GAT (Velickovic et al.), as PyG's GATConv: ``heads`` attention heads of
+    ``softmax_u(LeakyReLU(a_src . W x_u + a_dst . W x_v))``, dropout on the attention weights
+    while training, heads concatenated (``concat=True``) or averaged, self loops added
+    (``add_self_loops``), optional ``residual``. Attention and aggregation run as one fused
+    kernel on the GPU. ``return_attention_weights=True`` also returns ``(edge_index, alpha)`` of
+    the graph the layer attended over (self loops included), in spgnn's edge order."""
+
+    def __init__(self, in_channels: int, out_channels: int, heads: int = 1, concat: bool = True,
+                 negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
+                 edge_dim: Optional[int] = None, fill_value="mean", bias: bool = True,
+                 residual: bool = False, **kwargs):
+        super().__init__()
+        _check_channels(in_channels, out_channels, "GATConv")
+        _unsupported_kwargs(kwargs, "GATConv")
+        if edge_dim is not None:
+            raise NotImplementedError("GATConv: edge features (edge_dim) are not supported by "
+                                      "spgnn.nn")
+        if not isinstance(heads, int) or heads < 1:
+            raise ValueError(f"GATConv: heads must be a positive int, got {heads!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"GATConv: dropout must be in [0, 1), got {dropout}")
+        self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
+        self.concat, self.negative_slope, self.dropout = concat, float(negative_slope), dropout
+        self.add_self_loops, self.residual = add_self_loops, residual
+        self.lin = torch.nn.Linear(in_channels, heads * out_channels, bias=False)
+        self.att_src = Parameter(torch.empty(1, heads, out_channels))
+        self.att_dst = Parameter(torch.empty(1, heads, out_channels))
+        total = heads * out_channels if concat else out_channels
+        self.res = torch.nn.Linear(in_channels, total, bias=False) if residual else None
+        if bias:
+            self.bias = Parameter(torch.empty(total))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        _glorot(self.lin.weight)
+        _glorot(self.att_src)
+        _glorot(self.att_dst)
+        if self.res is not None:
+            _glorot(self.res.weight)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+    def forward(self, x: Tensor, edge_index: EdgeIndex, edge_attr: Optional[Tensor] = None,
+                size=None, return_attention_weights: Optional[bool] = None):
+        if edge_attr is not None:
+            raise NotImplementedError("GATConv: edge_attr is not supported by spgnn.nn")
+        _no_size(size, "GATConv")
+        x = _input(x, "GATConv")
+        if x.dtype != torch.float32:
+            raise TypeError(f"GATConv: spgnn's attention kernels take float32, got {x.dtype}")
+        n, H, C = x.shape[0], self.heads, self.out_channels
+        h = resolve(edge_index, n)
+        if self.add_self_loops:
+            h = _ops.graph_variant(h, "loops")
+        feat = self.lin(x)
+        f3 = feat.view(n, H, C)
+        el = (f3 * self.att_src).sum(-1)
+        er = (f3 * self.att_dst).sum(-1)
+        p = self.dropout if self.training else 0.0
+        seed = (torch.randint(0, 2**62, (1,), dtype=torch.int64) if p > 0
+                else torch.zeros(1, dtype=torch.int64))
+        out, attn = _ops.gat_aggregate(h, feat, el.contiguous(), er.contiguous(), H,
+                                       self.negative_slope, p, seed, n, "")
+        out = out.view(n, H * C) if self.concat else out.view(n, H, C).mean(dim=1)
+        if self.res is not None:
+            out = out + self.res(x)
+        if self.bias is not None:
+            out = out + self.bias
+        if return_attention_weights:
+            ei = torch.stack([_ops.graph_tensor(h, "col", x, 0), _ops.graph_tensor(h, "row", x, 0)])
+            return out, (ei, attn)
+        return out
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"

@@ -1,0 +1,353 @@
+"""Sparse ops on a spgnn.Graph, DGL-style: g-SpMM, g-SDDMM, edge softmax, GAT aggregation and
+the MaxK/CBSR products. All are differentiable (autograd through spgnn's own kernels) and trace
+under torch.compile(fullgraph=True).
+
+Conventions (DGL's): ``u`` is an edge's source, ``v`` its target, ``e`` the edge. Node features
+are ``[N, *]`` (trailing dimensions are flattened and restored), edge features ``[E]``,
+``[E, 1...]`` (broadcast over the features) or ``[E, *]`` matching the node features. Edge
+tensors follow the order of the edges the graph was built from. Inputs are read in place: they
+must be contiguous, float32 (float64 on the CPU, computed by the float64 reference), on the
+graph's device.
+
+    out = spgnn.ops.u_mul_e_sum(g, x, w)     # out[v] = sum over edges (u -> v) of x[u] * w[e]
+    s = spgnn.ops.u_dot_v(g, q, k)           # s[e] = <q[u], k[v]>
+    a = spgnn.ops.edge_softmax(g, s)         # softmax over each target's incoming edges
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _ops
+from ._runtime import check_float, check_tensor
+from .graph import Graph
+
+__all__ = ["gspmm", "gsddmm", "edge_softmax", "gat_aggregate", "maxk", "cbsr_to_dense",
+           "cbsr_spgemm", "cbsr_sspmm", "SPMM_OPS", "SPMM_REDUCES", "SDDMM_OPS"]
+
+SPMM_OPS = ("copy_u", "copy_e", "u_add_e", "u_sub_e", "u_mul_e", "u_div_e")
+SPMM_REDUCES = ("sum", "mean", "max", "min")
+SDDMM_OPS = ("add", "sub", "mul", "div", "dot", "copy_lhs", "copy_rhs")
+# DGL's gspmm op names (lhs = source node data, rhs = edge data).
+_DGL_SPMM = {"copy_lhs": "copy_u", "copy_rhs": "copy_e", "add": "u_add_e", "sub": "u_sub_e",
+             "mul": "u_mul_e", "div": "u_div_e"}
+_TARGETS = ("u", "v", "e")
+
+
+def _graph(g) -> Graph:
+    if not isinstance(g, Graph):
+        raise TypeError(f"g must be a spgnn.Graph (build one with spgnn.Graph(edge_index, "
+                        f"num_nodes)), got {type(g).__name__}")
+    return g
+
+
+def _flat2(x: Tensor) -> Tensor:
+    """x as [rows, features] (trailing dimensions flattened; exact for empty tensors too)."""
+    D = 1
+    for d in x.shape[1:]:
+        D *= d
+    return x.reshape(x.shape[0], D)
+
+
+def _to_spgnn_order(g: Graph, e: Tensor) -> Tensor:
+    order = g.edge_order()
+    return e if order is None else e.index_select(0, order)
+
+
+def _to_user_order(g: Graph, e: Tensor) -> Tensor:
+    order = g.edge_order()
+    return e if order is None else torch.index_copy(torch.empty_like(e), 0, order, e)
+
+
+def _node_operand(g: Graph, x: Tensor, name: str, rows: int, rows_name: str) -> Tensor:
+    if isinstance(x, Tensor) and x.dim() < 2:
+        raise ValueError(f"{name} must be [{rows_name}, F] (or more dimensions), got shape "
+                         f"{tuple(x.shape)}")
+    check_float(x, name, device=g.device, rows=rows, rows_name=rows_name)
+    return _flat2(x)
+
+
+def _edge_operand(g: Graph, e: Tensor, name: str, feat_shape) -> Tensor:
+    """e as [E, 1] (broadcast) or [E, D] in spgnn's edge order."""
+    check_float(e, name, device=g.device, rows=g.num_edges, rows_name="the number of edges E")
+    trailing = tuple(e.shape[1:])
+    D = 1
+    for s in trailing:
+        D *= s
+    if D != 1 and feat_shape is not None and trailing != tuple(feat_shape):
+        raise ValueError(f"{name} has shape {tuple(e.shape)}: edge data must be [E], [E, 1] "
+                         f"(one weight per edge) or [E, {', '.join(map(str, feat_shape))}] "
+                         "like the node features")
+    return _to_spgnn_order(g, e.reshape(e.shape[0], D))
+
+
+def gspmm(g: Graph, op: str, reduce_op: str, lhs_data: Optional[Tensor] = None,
+          rhs_data: Optional[Tensor] = None, *, strategy: str = "auto") -> Tensor:
+    """g-SpMM: ``out[v] = reduce_op over edges (u -> v) of op(lhs_data[u], rhs_data[e])``.
+
+    ``op``: copy_u, copy_e, u_add_e, u_sub_e, u_mul_e, u_div_e, or DGL's names (copy_lhs,
+    copy_rhs, add, sub, mul, div). ``reduce_op``: sum, mean, max, min; targets without incoming
+    edges get 0. ``rhs_data`` may be omitted when the graph has edge weights. ``strategy`` picks
+    the kernel ("auto", or a schedule such as "gnnone:cache_size=64"; see ``spgnn strategies``).
+    """
+    g = _graph(g)
+    op = _DGL_SPMM.get(op, op)
+    if op not in SPMM_OPS:
+        raise ValueError(f"op must be one of {', '.join(SPMM_OPS)} (or DGL's "
+                         f"{', '.join(_DGL_SPMM)}), got {op!r}")
+    if reduce_op not in SPMM_REDUCES:
+        raise ValueError(f"reduce_op must be one of {', '.join(SPMM_REDUCES)}, got {reduce_op!r}")
+    if not isinstance(strategy, str):
+        raise TypeError(f"strategy must be a string, got {type(strategy).__name__}")
+    u = e = None
+    feat_shape = None
+    if op != "copy_e":
+        if lhs_data is None:
+            raise ValueError(f"gspmm({op}) needs lhs_data (node features of the sources)")
+        u = _node_operand(g, lhs_data, "lhs_data", g.num_src_nodes, "num_src_nodes")
+        feat_shape = tuple(lhs_data.shape[1:])
+    if op != "copy_u":
+        if rhs_data is not None:
+            e = _edge_operand(g, rhs_data, "rhs_data", feat_shape)
+            if u is not None and u.dtype != e.dtype:
+                raise TypeError(f"lhs_data is {u.dtype} but rhs_data is {e.dtype}")
+            if feat_shape is None:
+                feat_shape = tuple(rhs_data.shape[1:]) or (1,)
+        elif not g.has_weights:
+            raise ValueError(f"gspmm({op}) needs rhs_data (edge data): this graph has no edge "
+                             "weights to use instead")
+        elif u is None:
+            raise ValueError("gspmm(copy_e) needs rhs_data")
+    strategy = "" if strategy == "auto" else strategy
+    h = g.handle()
+    if reduce_op in ("sum", "mean"):
+        out = _ops.gspmm(h, op, reduce_op, u, e, g.num_dst_nodes, strategy)
+    else:
+        out = _ops.gspmm_arg(h, op, reduce_op, u, e, g.num_dst_nodes, strategy)[0]
+    return out.reshape((g.num_dst_nodes,) + tuple(feat_shape))
+
+
+def gsddmm(g: Graph, op: str, lhs_data: Optional[Tensor], rhs_data: Optional[Tensor],
+           lhs_target: str = "u", rhs_target: str = "v") -> Tensor:
+    """g-SDDMM: ``out[e] = op(lhs_data[lhs_target(e)], rhs_data[rhs_target(e)])`` for every edge,
+    targets ``u`` (source node), ``v`` (target node) or ``e`` (the edge). ``op``: add, sub, mul,
+    div, dot (over the last dimension of 2-D operands, giving [E, 1]), copy_lhs, copy_rhs.
+    Returns [E, *] in the graph's edge order."""
+    g = _graph(g)
+    if op not in SDDMM_OPS:
+        raise ValueError(f"op must be one of {', '.join(SDDMM_OPS)}, got {op!r}")
+    for t, name in ((lhs_target, "lhs_target"), (rhs_target, "rhs_target")):
+        if t not in _TARGETS:
+            raise ValueError(f"{name} must be 'u', 'v' or 'e', got {t!r}")
+
+    def operand(x, name, target):
+        if target == "e":
+            check_float(x, name, device=g.device, rows=g.num_edges,
+                        rows_name="the number of edges E")
+            if x.dim() < 2:
+                raise ValueError(f"{name} must be [E, F], got shape {tuple(x.shape)}")
+            return _to_spgnn_order(g, _flat2(x))
+        rows = g.num_src_nodes if target == "u" else g.num_dst_nodes
+        return _node_operand(g, x, name, rows, "num_src_nodes" if target == "u" else
+                             "num_dst_nodes")
+
+    lhs = rhs = None
+    shapes = []
+    if op != "copy_rhs":
+        if lhs_data is None:
+            raise ValueError(f"gsddmm({op}) needs lhs_data")
+        lhs = operand(lhs_data, "lhs_data", lhs_target)
+        shapes.append(tuple(lhs_data.shape[1:]))
+    if op != "copy_lhs":
+        if rhs_data is None:
+            raise ValueError(f"gsddmm({op}) needs rhs_data")
+        rhs = operand(rhs_data, "rhs_data", rhs_target)
+        shapes.append(tuple(rhs_data.shape[1:]))
+    if len(shapes) == 2:
+        if shapes[0] != shapes[1]:
+            raise ValueError(f"lhs_data and rhs_data must have the same feature shape, got "
+                             f"{shapes[0]} and {shapes[1]}")
+        if lhs.dtype != rhs.dtype:
+            raise TypeError(f"lhs_data is {lhs.dtype} but rhs_data is {rhs.dtype}")
+    if op == "dot" and len(shapes[0]) != 1:
+        raise NotImplementedError(f"dot takes [N, F] operands (got feature shape {shapes[0]}); "
+                                  "for several heads, call it per head or reshape")
+    out = _ops.gsddmm(g.handle(), op, lhs, rhs, lhs_target, rhs_target)
+    out = _to_user_order(g, out)
+    return out if op == "dot" else out.reshape((g.num_edges,) + shapes[0])
+
+
+def edge_softmax(g: Graph, logits: Tensor, norm_by: str = "dst") -> Tensor:
+    """Softmax of edge scores over each target's incoming edges (``norm_by="dst"``, the GAT
+    normalisation) or each source's outgoing edges (``"src"``), per column. ``logits``: [E] or
+    [E, H] (or [E, H, 1]); the result has its shape and edge order. Targets without edges have
+    nothing to normalise."""
+    g = _graph(g)
+    if norm_by not in ("dst", "src"):
+        raise ValueError(f"norm_by must be 'dst' or 'src', got {norm_by!r}")
+    check_float(logits, "logits", device=g.device, rows=g.num_edges,
+                rows_name="the number of edges E")
+    if logits.dtype != torch.float32:
+        raise TypeError("edge_softmax takes float32 logits")
+    s = _to_spgnn_order(g, _flat2(logits))
+    h = g.handle()
+    if norm_by == "dst":
+        out = _ops.edge_softmax(h, s)
+    else:
+        ht = _ops.graph_variant(h, "transpose")
+        perm = _ops.graph_tensor(ht, "edge_source", s, 0)
+        out_t = _ops.edge_softmax(ht, s.index_select(0, perm).contiguous())
+        out = torch.index_copy(torch.empty_like(out_t), 0, perm, out_t)
+    return _to_user_order(g, out).reshape(logits.shape)
+
+
+def gat_aggregate(g: Graph, feat: Tensor, el: Tensor, er: Tensor, negative_slope: float = 0.2,
+                  attn_dropout: float = 0.0, *, training: bool = True,
+                  strategy: str = "auto") -> Tuple[Tensor, Tensor]:
+    """GAT's attention and aggregation in one op (fused on the GPU, TLPGNN-style):
+    ``a_e = softmax over v's edges of leaky_relu(el[u, h] + er[v, h])`` (dropped out with
+    probability ``attn_dropout`` when training), ``out[v, h] = sum_e a_e * feat[u, h]``.
+    feat: [N_src, H, F] (or [N_src, H*F]), el: [N_src, H], er: [N_dst, H]. Returns (out
+    [N_dst, H, F], attention [E, H] before dropout, in the graph's edge order)."""
+    g = _graph(g)
+    check_float(el, "el", ndim=(2,), device=g.device, rows=g.num_src_nodes,
+                rows_name="num_src_nodes")
+    H = el.shape[1]
+    check_float(er, "er", ndim=(2,), device=g.device, rows=g.num_dst_nodes,
+                rows_name="num_dst_nodes")
+    check_float(feat, "feat", ndim=(2, 3), device=g.device, rows=g.num_src_nodes,
+                rows_name="num_src_nodes")
+    for t, name in ((el, "el"), (er, "er"), (feat, "feat")):
+        if t.dtype != torch.float32:
+            raise TypeError(f"gat_aggregate takes float32 tensors; {name} is {t.dtype}")
+    if er.shape[1] != H or (feat.dim() == 3 and feat.shape[1] != H) or _flat2(
+            feat).shape[1] % max(H, 1):
+        raise ValueError(f"heads disagree: el {tuple(el.shape)}, er {tuple(er.shape)}, feat "
+                         f"{tuple(feat.shape)}")
+    if not 0.0 <= attn_dropout < 1.0:
+        raise ValueError(f"attn_dropout must be in [0, 1), got {attn_dropout}")
+    p = float(attn_dropout) if training else 0.0
+    seed = torch.randint(0, 2**62, (1,), dtype=torch.int64) if p > 0 else torch.zeros(
+        1, dtype=torch.int64)
+    out, attn = _ops.gat_aggregate(g.handle(), _flat2(feat), el, er, H,
+                                   float(negative_slope), p, seed, g.num_dst_nodes,
+                                   "" if strategy == "auto" else strategy)
+    shape = (g.num_dst_nodes,) + tuple(feat.shape[1:])
+    return out.reshape(shape), _to_user_order(g, attn)
+
+
+# ---- MaxK and CBSR -----------------------------------------------------------------------------
+
+def maxk(x: Tensor, k: int) -> Tuple[Tensor, Tensor]:
+    """The k largest values of each row of x [N, F] (ties to the lower column) in CBSR form:
+    (values [N, k] in ascending column order, columns [N, k] uint8 when F <= 256, else
+    uint16). Differentiable in x."""
+    check_float(x, "x", ndim=(2,))
+    if x.dtype != torch.float32:
+        raise TypeError("maxk takes float32")
+    if not isinstance(k, int) or not 1 <= k <= x.shape[1]:
+        raise ValueError(f"k must be an int in [1, F = {x.shape[1]}], got {k!r}")
+    if x.shape[1] > 65536:
+        raise ValueError(f"maxk needs F <= 65536 (uint16 columns), got {x.shape[1]}")
+    return _ops.maxk(x, k)
+
+
+def cbsr_to_dense(values: Tensor, columns: Tensor, num_features: int) -> Tensor:
+    """The dense [N, F] matrix of a CBSR pair (zeros outside the kept columns)."""
+    _check_cbsr(values, columns, num_features)
+    return _ops.cbsr_to_dense(values, columns, num_features)
+
+
+def _check_cbsr(values: Tensor, columns: Tensor, F: int):
+    check_tensor(values, "values", ndim=(2,), dtypes=(torch.float32,))
+    check_tensor(columns, "columns", ndim=(2,), dtypes=(_ops.cbsr_index_dtype(F),),
+                 device=values.device)
+    if columns.shape != values.shape:
+        raise ValueError(f"values {tuple(values.shape)} and columns {tuple(columns.shape)} "
+                         "must have one shape [N, k]")
+
+
+def cbsr_spgemm(g: Graph, values: Tensor, columns: Tensor, num_features: int,
+                e: Optional[Tensor] = None) -> Tensor:
+    """``out[v] = sum over edges (u -> v) of w_e * X[u]`` with X [N_src, F] in CBSR form (MaxK's
+    forward aggregation). ``e``: [E] edge weights (default: the graph's, or 1)."""
+    g = _graph(g)
+    _check_cbsr(values, columns, num_features)
+    check_tensor(values, "values", device=g.device, rows=g.num_src_nodes,
+                 rows_name="num_src_nodes")
+    e2 = None if e is None else _edge_operand(g, e, "e", None)
+    return _ops.cbsr_spgemm(g.handle(), values, columns, num_features, e2, g.num_dst_nodes)
+
+
+def cbsr_sspmm(g: Graph, d_out: Tensor, values: Tensor, columns: Tensor,
+               e: Optional[Tensor] = None) -> Tensor:
+    """MaxK's backward product: ``d_values[u, j] = sum over edges (u -> v) of w_e *
+    d_out[v, columns[u, j]]`` ([N_src, k])."""
+    g = _graph(g)
+    check_float(d_out, "d_out", ndim=(2,), device=g.device, rows=g.num_dst_nodes,
+                rows_name="num_dst_nodes")
+    _check_cbsr(values, columns, d_out.shape[1])
+    check_tensor(values, "values", device=g.device, rows=g.num_src_nodes,
+                 rows_name="num_src_nodes")
+    e2 = None if e is None else _edge_operand(g, e, "e", None)
+    return _ops.cbsr_sspmm(g.handle(), e2, d_out, values, columns)
+
+
+# ---- DGL-style shortcuts -------------------------------------------------------------------------
+
+def _make_spmm(op: str, reduce_op: str):
+    if op == "copy_u":
+        def f(g, x):
+            return gspmm(g, "copy_u", reduce_op, x, None)
+        doc = f"out[v] = {reduce_op} over edges (u -> v) of x[u]"
+    elif op == "copy_e":
+        def f(g, x):
+            return gspmm(g, "copy_e", reduce_op, None, x)
+        doc = f"out[v] = {reduce_op} over edges (u -> v) of x[e]"
+    else:
+        def f(g, x, y=None):
+            return gspmm(g, op, reduce_op, x, y)
+        sym = {"u_add_e": "+", "u_sub_e": "-", "u_mul_e": "*", "u_div_e": "/"}[op]
+        doc = f"out[v] = {reduce_op} over edges (u -> v) of x[u] {sym} y[e]"
+    f.__name__ = f.__qualname__ = f"{op}_{reduce_op}"
+    f.__doc__ = doc + " (see gspmm)."
+    return f
+
+
+def _make_sddmm(lhs: str, op: str, rhs: str):
+    def f(g, x, y):
+        return gsddmm(g, op, x, y, lhs, rhs)
+    name = f"{lhs}_{op}_{rhs}"
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"out[e] = {op}(x[{lhs}], y[{rhs}]) for every edge (see gsddmm)."
+    return f
+
+
+def _make_copy(target: str):
+    def f(g, x):
+        return gsddmm(g, "copy_lhs", x, None, target, "v")
+    f.__name__ = f.__qualname__ = f"copy_{target}"
+    f.__doc__ = f"out[e] = x[{target}] for every edge (see gsddmm)."
+    return f
+
+
+for _op in SPMM_OPS:
+    for _r in SPMM_REDUCES:
+        _f = _make_spmm(_op, _r)
+        globals()[_f.__name__] = _f
+        __all__.append(_f.__name__)
+for _l in _TARGETS:
+    for _rt in _TARGETS:
+        if _l == _rt:
+            continue
+        for _op in ("add", "sub", "mul", "div", "dot"):
+            _f = _make_sddmm(_l, _op, _rt)
+            globals()[_f.__name__] = _f
+            __all__.append(_f.__name__)
+for _t in ("u", "v"):
+    _f = _make_copy(_t)
+    globals()[_f.__name__] = _f
+    __all__.append(_f.__name__)
+del _op, _r, _l, _rt, _t, _f

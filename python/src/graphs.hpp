@@ -1,0 +1,68 @@
+// Graphs as the Python package sees them: a canonical spgnn::Graph on one device plus the
+// graphs derived from it (GCN normalisation, mean weights, self loops, transposes), each built
+// once on first use and kept with its parent, like nn::GraphContext.
+//
+// Python refers to a graph through a handle: a one-element int64 host array over the entry's id,
+// whose owner keeps the entry alive. Ops receive the handle's address, read the id and look it
+// up in a registry of live entries, so a stale or forged handle is an error, never a dangling
+// pointer.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "arrays.hpp"
+#include "spgnn/graph.hpp"
+
+namespace spgnn::py {
+
+struct GraphEntry {
+  int64_t id = 0;        // read through the handle; never changes
+  std::string kind;      // "base", or the derivation that made it ("gcn", "transpose", ...)
+  Graph g;               // canonical arrays on the entry's device
+  Graph host;            // the same on the host when g is on a GPU (derivations run there)
+  // Edge i of g came from edge edge_source[i] of the parent (of the caller's edge list for a
+  // base graph); -1 for a created self loop. Host int64 [nnz]; undefined when the identity.
+  Tensor edge_source;
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<GraphEntry>> derived;
+  std::map<std::string, Tensor> device_tensors;  // graph_tensor() results, built on first use
+
+  const Graph& host_graph() const { return g.device().is_cuda() ? host : g; }
+};
+
+// Builds the canonical graph of the edges cols[k] -> rows[k] (destination rows, source cols:
+// spgnn's orientation; PyG's edge_index is [cols; rows]) with every edge kept: duplicates and
+// self loops stay, as PyG's message passing counts them. `values` f32 [m] or undefined. The
+// arrays may be on a GPU (they are copied to the host to sort; `stream` is synchronised
+// first). `rows_name`/`cols_name` name the arrays in range errors.
+std::shared_ptr<GraphEntry> build_entry(const Tensor& rows, const Tensor& cols,
+                                        const Tensor& values, int64_t n_rows, int64_t n_cols,
+                                        const std::string& rows_name,
+                                        const std::string& cols_name, void* stream);
+// A derived graph of `e` (built on the first call, then cached): "gcn", "gcn_improved" (PyG's
+// gcn_norm with self loops of weight 1 or 2), "gcn_noloops" (gcn_norm without adding loops),
+// "mean" (1/in-degree weights), "loops" (one self loop per vertex, no values), "pattern" (no
+// values), "transpose", or "to:<device>" (the same graph on another device).
+std::shared_ptr<GraphEntry> derive(const std::shared_ptr<GraphEntry>& e, const std::string& kind);
+// A new entry for a canonical host graph placed on `device` (kept on the host too when that is a
+// GPU), with edge_source the identity.
+std::shared_ptr<GraphEntry> make_entry_for(Graph host, Device device, const std::string& kind);
+// The entry behind a handle's address; InvalidArgument when it is not a live graph handle.
+std::shared_ptr<GraphEntry> lookup(uintptr_t handle_address);
+// A new handle array for `e` (the owner keeps `e` alive).
+nb::object handle_of(const std::shared_ptr<GraphEntry>& e);
+// Writes a graph array into `out` (on the graph's device, ordered on `stream`): "rowptr", "row",
+// "col", "edge_source" (int64), "values" (float32, ones when the graph has none), "inv_degree"
+// (float32 [n_rows], 1/in-degree, 0 for rows without edges), "out_degree" (float32 [n_cols]).
+void graph_tensor(const std::shared_ptr<GraphEntry>& e, const std::string& name, Tensor& out,
+                  void* stream);
+// Shapes graph_tensor() writes, so Python can allocate the output.
+std::vector<int64_t> graph_tensor_shape(const GraphEntry& e, const std::string& name);
+DType graph_tensor_dtype(const std::string& name);
+
+// Live graph entries (for tests of lifetime).
+size_t live_graph_count();
+
+}  // namespace spgnn::py

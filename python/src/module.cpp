@@ -1,0 +1,388 @@
+// spgnn._C: the extension behind the Python package. It exchanges arrays through DLPack only,
+// so it links no framework: one build serves every PyTorch (and NumPy/CuPy). Every op writes
+// into outputs the caller allocated (PyTorch's caching allocator, not cudaMalloc per call) and
+// runs on the stream the caller passes (its current CUDA stream). Thin by design: parse, call the
+// public C++ API, return.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <string>
+
+#include "arrays.hpp"
+#include "graphs.hpp"
+#include "spgnn/io.hpp"
+#include "spgnn/ops.hpp"
+#include "spgnn/schedule.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace spgnn::py {
+namespace {
+
+using OptArray = std::optional<Array>;
+
+void* as_stream(uintptr_t s) { return reinterpret_cast<void*>(s); }
+
+OpOptions options_for(uintptr_t stream, const std::string& strategy) {
+  OpOptions o;
+  o.stream = as_stream(stream);
+  if (!strategy.empty()) o.schedule = parse_schedule(strategy);
+  return o;
+}
+
+Cbsr cbsr_of(const Tensor& data, const Tensor& index, int64_t F) {
+  Cbsr c;
+  c.data = data;
+  c.index = index;
+  c.F = F;
+  c.k = index.ndim() == 2 ? index.dim(1) : (data.ndim() == 2 ? data.dim(1) : 0);
+  return c;
+}
+
+// Undefined edge operands mean "the graph's own values" to the C++ ops.
+Tensor edge_operand(const OptArray& e) { return view(e, "e"); }
+
+nb::dict graph_info(uintptr_t h) {
+  auto e = lookup(h);
+  const Graph& g = e->g;
+  nb::dict d;
+  d["n_rows"] = g.n_rows;
+  d["n_cols"] = g.n_cols;
+  d["nnz"] = g.nnz();
+  d["device"] = g.device().str();
+  d["index_dtype"] = std::string(dtype_name(g.index_dtype()));
+  d["has_values"] = g.has_values();
+  d["kind"] = e->kind;
+  d["identity_order"] = !e->edge_source.defined();
+  d["bytes"] = g.bytes();
+  return d;
+}
+
+}  // namespace
+}  // namespace spgnn::py
+
+NB_MODULE(_C, m) {
+  using namespace spgnn;
+  using namespace spgnn::py;
+  m.doc() = "spgnn's compiled core (internal; use the spgnn package)";
+  m.attr("with_cuda") = bool(SPGNN_WITH_CUDA);
+#ifdef SPGNN_VERSION
+  m.attr("__version__") = SPGNN_VERSION;
+#endif
+
+  // spgnn errors become the Python exceptions a user expects for each kind of fault.
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const InvalidArgument& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const FormatError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const Unsupported& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what());
+    } catch (const DeviceError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  m.def("cuda_available", &cuda_available);
+
+  // ---- graphs ---------------------------------------------------------------------------------
+  m.def(
+      "build_graph",
+      [](const Array& rows, const Array& cols, const OptArray& values, int64_t n_rows,
+         int64_t n_cols, const std::string& rows_name, const std::string& cols_name,
+         uintptr_t stream) {
+        Tensor r = view(rows, rows_name), c = view(cols, cols_name), v = view(values, "values");
+        std::shared_ptr<GraphEntry> e;
+        {
+          nb::gil_scoped_release unlocked;
+          SPGNN_CHECK(r.ndim() == 1 && c.ndim() == 1 && r.numel() == c.numel(), InvalidArgument,
+                      rows_name, " ", r.shape_str(), " and ", cols_name, " ", c.shape_str(),
+                      " must be 1-D of one length");
+          SPGNN_CHECK(r.dtype() == c.dtype() && (r.dtype() == DType::i64 || r.dtype() == DType::i32),
+                      InvalidArgument, "node ids must be int64 (or int32), got ",
+                      dtype_name(r.dtype()), " and ", dtype_name(c.dtype()));
+          SPGNN_CHECK(!v.defined() || (v.dtype() == DType::f32 && v.ndim() == 1 &&
+                                       v.numel() == r.numel()),
+                      InvalidArgument, "edge values must be float32 [", r.numel(), "], got ",
+                      v.defined() ? dtype_name(v.dtype()) : "", v.defined() ? v.shape_str() : "");
+          e = build_entry(r, c, v, n_rows, n_cols, rows_name, cols_name, as_stream(stream));
+        }
+        return std::make_tuple(handle_of(e), e->g.nnz());
+      },
+      "rows"_a.noconvert(), "cols"_a.noconvert(), "values"_a.noconvert().none(), "n_rows"_a,
+      "n_cols"_a, "rows_name"_a, "cols_name"_a, "stream"_a);
+  m.def(
+      "derive",
+      [](uintptr_t h, const std::string& kind) {
+        auto e = lookup(h);
+        std::shared_ptr<GraphEntry> d;
+        {
+          nb::gil_scoped_release unlocked;
+          d = derive(e, kind);
+        }
+        return std::make_tuple(handle_of(d), d->g.nnz());
+      },
+      "handle"_a, "kind"_a);
+  m.def("graph_info", &graph_info, "handle"_a);
+  m.def(
+      "graph_tensor_spec",
+      [](uintptr_t h, const std::string& name) {
+        auto e = lookup(h);
+        return std::make_tuple(graph_tensor_shape(*e, name),
+                               std::string(dtype_name(graph_tensor_dtype(name))));
+      },
+      "handle"_a, "name"_a);
+  m.def(
+      "graph_tensor",
+      [](uintptr_t h, const std::string& name, const Array& out, uintptr_t stream) {
+        auto e = lookup(h);
+        Tensor o = view(out, "out");
+        nb::gil_scoped_release unlocked;
+        graph_tensor(e, name, o, as_stream(stream));
+      },
+      "handle"_a, "name"_a, "out"_a.noconvert(), "stream"_a);
+  m.def("live_graphs", &live_graph_count);
+  m.def(
+      "identity_graph",
+      [](int64_t n, const std::string& device) {
+        SPGNN_CHECK(n >= 0, InvalidArgument, "identity_graph: n must be >= 0, got ", n);
+        std::vector<int64_t> ids(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+        Graph host = graph_from_edges(n, n, ids, ids);
+        auto e = make_entry_for(std::move(host), parse_device(device), "identity");
+        return std::make_tuple(handle_of(e), e->g.nnz());
+      },
+      "n"_a, "device"_a);
+
+  // ---- g-SpMM / g-SDDMM -----------------------------------------------------------------------
+  m.def(
+      "gspmm",
+      [](uintptr_t h, const std::string& op, const std::string& reduce, const OptArray& u,
+         const OptArray& e, const Array& out, const OptArray& arg_u, const OptArray& arg_e,
+         uintptr_t stream, const std::string& strategy) {
+        auto g = lookup(h);
+        Tensor tu = view(u, "u"), te = edge_operand(e), to = view(out, "out");
+        Tensor au = view(arg_u, "arg_u"), ae = view(arg_e, "arg_e");
+        const SpmmOp sop = parse_spmm_op(op);
+        const Reduce r = parse_reduce(reduce);
+        const OpOptions o = options_for(stream, strategy);
+        nb::gil_scoped_release unlocked;
+        if (au.defined() || ae.defined()) gspmm(g->g, sop, r, tu, te, to, au, ae, o);
+        else gspmm(g->g, sop, r, tu, te, to, o);
+      },
+      "handle"_a, "op"_a, "reduce"_a, "u"_a.noconvert().none(), "e"_a.noconvert().none(),
+      "out"_a.noconvert(), "arg_u"_a.noconvert().none(), "arg_e"_a.noconvert().none(),
+      "stream"_a, "strategy"_a);
+  m.def(
+      "gsddmm",
+      [](uintptr_t h, const std::string& op, const OptArray& lhs, const OptArray& rhs,
+         const Array& out, const std::string& lhs_target, const std::string& rhs_target,
+         uintptr_t stream, const std::string& strategy) {
+        auto g = lookup(h);
+        Tensor tl = view(lhs, "lhs"), tr = view(rhs, "rhs"), to = view(out, "out");
+        const SddmmOp sop = parse_sddmm_op(op);
+        const Target lt = parse_target(lhs_target), rt = parse_target(rhs_target);
+        const OpOptions o = options_for(stream, strategy);
+        nb::gil_scoped_release unlocked;
+        gsddmm(g->g, sop, tl, tr, to, lt, rt, o);
+      },
+      "handle"_a, "op"_a, "lhs"_a.noconvert().none(), "rhs"_a.noconvert().none(),
+      "out"_a.noconvert(), "lhs_target"_a, "rhs_target"_a, "stream"_a, "strategy"_a);
+
+  // ---- attention ------------------------------------------------------------------------------
+  m.def(
+      "edge_softmax",
+      [](uintptr_t h, const Array& scores, const Array& out, uintptr_t stream) {
+        auto g = lookup(h);
+        Tensor s = view(scores, "scores"), o = view(out, "out");
+        const OpOptions opt = options_for(stream, "");
+        nb::gil_scoped_release unlocked;
+        edge_softmax(g->g, s, o, opt);
+      },
+      "handle"_a, "scores"_a.noconvert(), "out"_a.noconvert(), "stream"_a);
+  m.def(
+      "edge_softmax_backward",
+      [](uintptr_t h, const Array& out, const Array& grad_out, const Array& grad_scores,
+         uintptr_t stream) {
+        auto g = lookup(h);
+        Tensor o = view(out, "out"), go = view(grad_out, "grad_out"),
+               gs = view(grad_scores, "grad_scores");
+        const OpOptions opt = options_for(stream, "");
+        nb::gil_scoped_release unlocked;
+        edge_softmax_backward(g->g, o, go, gs, opt);
+      },
+      "handle"_a, "out"_a.noconvert(), "grad_out"_a.noconvert(), "grad_scores"_a.noconvert(),
+      "stream"_a);
+  m.def(
+      "gat_aggregate",
+      [](uintptr_t h, const Array& feat, const Array& el, const Array& er, int64_t heads,
+         float slope, float dropout, uint64_t seed, const Array& out, const Array& attn,
+         uintptr_t stream, const std::string& strategy) {
+        auto g = lookup(h);
+        Tensor f = view(feat, "feat"), l = view(el, "el"), r = view(er, "er"),
+               o = view(out, "out"), a = view(attn, "attn");
+        GatParams p;
+        p.heads = heads;
+        p.negative_slope = slope;
+        p.attn_dropout = dropout;
+        p.dropout_seed = seed;
+        const OpOptions opt = options_for(stream, strategy);
+        nb::gil_scoped_release unlocked;
+        gat_aggregate(g->g, f, l, r, p, o, a, opt);
+      },
+      "handle"_a, "feat"_a.noconvert(), "el"_a.noconvert(), "er"_a.noconvert(), "heads"_a,
+      "negative_slope"_a, "dropout"_a, "seed"_a, "out"_a.noconvert(), "attn"_a.noconvert(),
+      "stream"_a, "strategy"_a);
+  m.def(
+      "gat_aggregate_backward",
+      [](uintptr_t h, const Array& feat, const Array& el, const Array& er, const Array& attn,
+         const Array& grad_out, int64_t heads, float slope, float dropout, uint64_t seed,
+         const Array& grad_feat, const Array& grad_el, const Array& grad_er, uintptr_t stream,
+         const std::string& strategy) {
+        auto g = lookup(h);
+        Tensor f = view(feat, "feat"), l = view(el, "el"), r = view(er, "er"),
+               a = view(attn, "attn"), go = view(grad_out, "grad_out"),
+               gf = view(grad_feat, "grad_feat"), gl = view(grad_el, "grad_el"),
+               gr = view(grad_er, "grad_er");
+        GatParams p;
+        p.heads = heads;
+        p.negative_slope = slope;
+        p.attn_dropout = dropout;
+        p.dropout_seed = seed;
+        const OpOptions opt = options_for(stream, strategy);
+        nb::gil_scoped_release unlocked;
+        gat_aggregate_backward(g->g, f, l, r, a, go, p, gf, gl, gr, opt);
+      },
+      "handle"_a, "feat"_a.noconvert(), "el"_a.noconvert(), "er"_a.noconvert(),
+      "attn"_a.noconvert(), "grad_out"_a.noconvert(), "heads"_a, "negative_slope"_a,
+      "dropout"_a, "seed"_a, "grad_feat"_a.noconvert(), "grad_el"_a.noconvert(),
+      "grad_er"_a.noconvert(), "stream"_a, "strategy"_a);
+
+  // ---- MaxK and CBSR --------------------------------------------------------------------------
+  m.def(
+      "maxk",
+      [](const Array& x, int64_t k, const Array& data, const Array& index, uintptr_t stream) {
+        Tensor tx = view(x, "x");
+        Cbsr out;
+        out.data = view(data, "data");
+        out.index = view(index, "index");
+        const OpOptions o = options_for(stream, "");
+        nb::gil_scoped_release unlocked;
+        maxk(tx, k, out, o);
+      },
+      "x"_a.noconvert(), "k"_a, "data"_a.noconvert(), "index"_a.noconvert(), "stream"_a);
+  m.def(
+      "maxk_backward",
+      [](const Array& data, const Array& index, int64_t F, const Array& d_data, const Array& dx,
+         uintptr_t stream) {
+        const Cbsr kept = cbsr_of(view(data, "data"), view(index, "index"), F);
+        Tensor dd = view(d_data, "d_data"), out = view(dx, "dx");
+        const OpOptions o = options_for(stream, "");
+        nb::gil_scoped_release unlocked;
+        maxk_backward(kept, dd, out, o);
+      },
+      "data"_a.noconvert(), "index"_a.noconvert(), "F"_a, "d_data"_a.noconvert(),
+      "dx"_a.noconvert(), "stream"_a);
+  m.def(
+      "cbsr_spgemm",
+      [](uintptr_t h, const Array& data, const Array& index, int64_t F, const OptArray& e,
+         const Array& out, uintptr_t stream) {
+        auto g = lookup(h);
+        const Cbsr x = cbsr_of(view(data, "data"), view(index, "index"), F);
+        Tensor te = edge_operand(e), o = view(out, "out");
+        const OpOptions opt = options_for(stream, "");
+        nb::gil_scoped_release unlocked;
+        cbsr_spgemm(g->g, x, te, o, opt);
+      },
+      "handle"_a, "data"_a.noconvert(), "index"_a.noconvert(), "F"_a, "e"_a.noconvert().none(),
+      "out"_a.noconvert(), "stream"_a);
+  m.def(
+      "cbsr_sspmm",
+      [](uintptr_t h, const OptArray& e, const Array& d_out, const Array& data,
+         const Array& index, int64_t F, const Array& d_data, uintptr_t stream) {
+        auto g = lookup(h);
+        const Cbsr x = cbsr_of(view(data, "data"), view(index, "index"), F);
+        Tensor te = edge_operand(e), go = view(d_out, "d_out"), dd = view(d_data, "d_data");
+        const OpOptions opt = options_for(stream, "");
+        nb::gil_scoped_release unlocked;
+        cbsr_sspmm(g->g, te, go, x, dd, opt);
+      },
+      "handle"_a, "e"_a.noconvert().none(), "d_out"_a.noconvert(), "data"_a.noconvert(),
+      "index"_a.noconvert(), "F"_a, "d_data"_a.noconvert(), "stream"_a);
+
+  // ---- files ----------------------------------------------------------------------------------
+  m.def(
+      "read_npy",
+      [](const std::string& path) {
+        Tensor t;
+        {
+          nb::gil_scoped_release unlocked;
+          t = read_npy(path);
+        }
+        return to_array(t);
+      },
+      "path"_a);
+  m.def(
+      "read_dataset",
+      [](const std::string& dir, const std::string& edge_index_rows) {
+        ReadOptions ro;
+        ro.edge_index_rows = parse_edge_index_rows(edge_index_rows);
+        ro.build.duplicates = DuplicatePolicy::keep;
+        ro.keep_values = false;
+        Dataset d;
+        Tensor ei;
+        {
+          nb::gil_scoped_release unlocked;
+          d = read_dataset_dir(dir, ro);
+          // PyG's edge_index: sources first, then targets, in spgnn's (target-sorted) order.
+          const int64_t e = d.graph.nnz();
+          ei = Tensor::empty({2, e}, DType::i64);
+          const Tensor r = d.graph.row.astype(DType::i64), c = d.graph.col.astype(DType::i64);
+          if (e) {
+            std::copy(c.data<int64_t>(), c.data<int64_t>() + e, ei.data<int64_t>());
+            std::copy(r.data<int64_t>(), r.data<int64_t>() + e, ei.data<int64_t>() + e);
+          }
+        }
+        nb::dict out;
+        out["name"] = d.name;
+        out["num_nodes"] = d.graph.n_rows;
+        out["num_classes"] = d.num_classes;
+        out["edge_index"] = to_array(ei);
+        for (auto [key, t] : {std::pair<const char*, const Tensor*>{"x", &d.x}, {"y", &d.y},
+                              {"train_idx", &d.train_idx}, {"val_idx", &d.val_idx},
+                              {"test_idx", &d.test_idx}})
+          out[key] = t->defined() ? to_array(*t) : nb::none();
+        return out;
+      },
+      "dir"_a, "edge_index_rows"_a = "auto");
+
+  // ---- introspection --------------------------------------------------------------------------
+  // What the C++ side sees of an array: its address, shape, dtype and device. The package's
+  // tests use it to prove that arrays are read in place.
+  m.def(
+      "view_info",
+      [](const Array& a) {
+        Tensor t = view(a, "array");
+        return std::make_tuple(reinterpret_cast<uintptr_t>(t.raw()), t.shape(),
+                               std::string(dtype_name(t.dtype())), t.device().str(),
+                               t.is_external());
+      },
+      "array"_a.noconvert());
+  m.def(
+      "strategies",
+      [](const std::string& op) {
+        std::vector<std::string> names;
+        const OpKind k = op == "sddmm" ? OpKind::sddmm : OpKind::spmm;
+        for (const auto& s : list_strategies(k)) names.push_back(s.name);
+        return names;
+      },
+      "op"_a);
+}

@@ -1,0 +1,170 @@
+"""Zero copy (spgnn reads the caller's memory in place and writes where it is told) and bad
+input (every entry point answers with an exception that names the argument and the problem)."""
+import numpy as np
+import pytest
+import torch
+
+import spgnn
+from spgnn import _C, ops
+from spgnn import nn as snn
+
+from conftest import DEVICES, make_edge_index, randn
+
+
+# ---- zero copy -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_arrays_are_viewed_not_copied(gen, device):
+    x = randn(gen, 50, 7, device=device)
+    addr, shape, dtype, dev, external = _C.view_info(x)
+    assert addr == x.data_ptr() and shape == [50, 7] and dtype == "float32" and external
+    assert dev == ("cpu" if device == "cpu" else f"cuda:{x.device.index}")
+    # a view that starts inside another tensor's storage is read at its own address
+    assert _C.view_info(x[3:])[0] == x[3:].data_ptr()
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert _C.view_info(a)[0] == a.ctypes.data
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_ops_read_inputs_in_place_and_write_outputs_where_told(gen, device):
+    ei, n = make_edge_index("skewed", gen)
+    g = spgnn.Graph(ei.to(device), n)
+    x = randn(gen, n, 6, device=device)
+    a = ops.copy_u_sum(g, x)
+    x.mul_(2)  # the next call must see the new values: nothing was cached or copied
+    assert torch.allclose(ops.copy_u_sum(g, x), 2 * a)
+    # the extension writes into the output it is given, every element of it
+    out = torch.full((n, 6), float("nan"), device=device)
+    ptr = out.data_ptr()
+    _C.gspmm(g.handle().untyped_storage().data_ptr(), "copy_u", "sum", x, None, out, None, None,
+             spgnn._runtime.stream_of(x), "")
+    assert out.data_ptr() == ptr and not torch.isnan(out).any()
+    assert torch.allclose(out, 2 * a)
+
+
+@pytest.mark.gpu
+def test_gpu_op_allocates_only_its_output(gen):
+    n, F = 4096, 1024  # x is 16 MiB: a copy of it would show in the peak
+    ei = torch.randint(0, n, (2, 8 * n), generator=gen).cuda()
+    g = spgnn.Graph(ei, n)
+    x = torch.randn(n, F, device="cuda")
+    ops.copy_u_sum(g, x)  # warm-up: graph statistics and schedules are cached on first use
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    out = ops.copy_u_sum(g, x)
+    torch.cuda.synchronize()
+    assert torch.cuda.max_memory_allocated() - base <= out.numel() * 4 + 2**20
+
+
+@pytest.mark.gpu
+def test_ops_run_on_the_callers_stream(gen):
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei.cuda(), n)
+    x = torch.randn(n, 64, device="cuda")
+    ref = ops.copy_u_sum(g, x)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        # queued behind a long kernel on s: only correct if spgnn runs on s as well
+        y = torch.randn(2048, 2048, device="cuda")
+        for _ in range(10):
+            y = y @ y / 2048
+        x2 = x * 1.0
+        out = ops.copy_u_sum(g, x2)
+    s.synchronize()
+    assert torch.allclose(out, ref)
+
+
+# ---- bad input -----------------------------------------------------------------------------------
+
+def test_bad_edge_index_is_named():
+    with pytest.raises(TypeError, match="edge_index must have dtype int64"):
+        spgnn.Graph(torch.zeros(2, 3), 4)
+    with pytest.raises(ValueError, match=r"shape \[2, E\]"):
+        spgnn.Graph(torch.zeros(3, 4, dtype=torch.int64), 4)
+    with pytest.raises(ValueError, match=r"edge_index\[1\]\[2\] = 9 is out of range.*\[0, 4\)"):
+        spgnn.Graph(torch.tensor([[0, 1, 2], [1, 2, 9]]), 4)
+    with pytest.raises(ValueError, match=r"edge_index\[0\]\[1\] = -1"):
+        spgnn.Graph(torch.tensor([[0, -1], [1, 2]]), 4)
+    with pytest.raises(ValueError, match="num_nodes must be a non-negative int"):
+        spgnn.Graph(torch.tensor([[0], [1]]), -3)
+    with pytest.raises(TypeError, match="edge_weight must have dtype float32"):
+        spgnn.Graph(torch.tensor([[0], [1]]), 2, edge_weight=torch.ones(1, dtype=torch.int64))
+    with pytest.raises(ValueError, match="edge_weight has 2 rows"):
+        spgnn.Graph(torch.tensor([[0], [1]]), 2, edge_weight=torch.ones(2))
+
+
+def test_bad_op_arguments_are_named(gen):
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei, n)
+    x = randn(gen, n, 4)
+    E = ei.shape[1]
+    cases = [
+        (lambda: ops.gspmm(g, "u_pow_e", "sum", x, None), ValueError, "op must be one of"),
+        (lambda: ops.gspmm(g, "copy_u", "median", x), ValueError, "reduce_op must be one of"),
+        (lambda: ops.copy_u_sum(g, x[:-1]), ValueError, "lhs_data has .* rows, expected "
+                                                         "num_src_nodes"),
+        (lambda: ops.copy_u_sum(g, x.int()), TypeError, "lhs_data must have dtype float32"),
+        (lambda: ops.copy_u_sum(g, x.half()), TypeError, "half precision"),
+        (lambda: ops.copy_u_sum(g, x.t().contiguous().t()), ValueError, "not contiguous"),
+        (lambda: ops.copy_u_sum(g, x[:, 0]), ValueError, "lhs_data must be"),
+        (lambda: ops.u_mul_e_sum(g, x, torch.ones(E, 3)), ValueError, "rhs_data has shape"),
+        (lambda: ops.u_mul_e_sum(g, x, torch.ones(E + 1)), ValueError, "rhs_data has"),
+        (lambda: ops.u_mul_e_sum(g, x, None), ValueError, "needs rhs_data"),
+        (lambda: ops.u_mul_e_sum(g, x, torch.ones(E, dtype=torch.float64)), TypeError,
+         "float32 but rhs_data is torch.float64|lhs_data is torch.float32"),
+        (lambda: ops.gsddmm(g, "dot", x, x, "u", "w"), ValueError, "rhs_target must be"),
+        (lambda: ops.gsddmm(g, "add", x, randn(gen, n, 5)), ValueError, "same feature shape"),
+        (lambda: ops.gsddmm(g, "pow", x, x), ValueError, "op must be one of"),
+        (lambda: ops.edge_softmax(g, torch.ones(E + 2)), ValueError, "logits has"),
+        (lambda: ops.edge_softmax(g, torch.ones(E), norm_by="both"), ValueError, "norm_by"),
+        (lambda: ops.maxk(x, 0), ValueError, "k must be an int"),
+        (lambda: ops.maxk(x, 5), ValueError, "k must be an int"),
+        (lambda: ops.gspmm(x, "copy_u", "sum", x), TypeError, "g must be a spgnn.Graph"),
+        (lambda: ops.gat_aggregate(g, x, torch.ones(n, 2), torch.ones(n, 3)), ValueError,
+         "heads disagree"),
+        (lambda: ops.copy_u_sum(g, x, ), None, None),
+    ]
+    for fn, exc, msg in cases:
+        if exc is None:
+            fn()
+            continue
+        with pytest.raises(exc, match=msg):
+            fn()
+
+
+def test_bad_layer_inputs_are_named(gen):
+    ei, n = make_edge_index("uniform", gen)
+    x = randn(gen, n, 4)
+    conv = snn.GCNConv(4, 3)
+    with pytest.raises(ValueError, match=r"edge_index\[.\]\[\d+\] = \d+ is out of range"):
+        conv(x[: n // 2], ei)  # ids beyond the rows of x
+    with pytest.raises(ValueError, match="x must have 2 dimensions"):
+        conv(x[:, 0], ei)
+    with pytest.raises(TypeError, match="x must have dtype"):
+        conv(x.long(), ei)
+    with pytest.raises(ValueError, match="target nodes but x has"):
+        conv(x[:-1], spgnn.Graph(ei, n))
+    with pytest.raises(TypeError, match="edge_index must be"):
+        conv(x, ei.tolist())
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied|mat1 and mat2"):
+        conv(randn(gen, n, 5), ei)  # wrong feature width: torch's own Linear error
+
+
+def test_handles_cannot_be_forged():
+    with pytest.raises((ValueError, TypeError), match="graph handle"):
+        torch.ops.spgnn.gspmm(torch.arange(5), "copy_u", "sum", torch.ones(5, 2), None, 5, "")
+    with pytest.raises((ValueError, TypeError), match="graph handle"):
+        torch.ops.spgnn.gspmm(torch.ones(5), "copy_u", "sum", torch.ones(5, 2), None, 5, "")
+
+
+@pytest.mark.gpu
+def test_device_mismatch_is_named(gen):
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei, n)  # on the CPU
+    with pytest.raises(ValueError, match="lhs_data is on cuda"):
+        ops.copy_u_sum(g, torch.ones(n, 3, device="cuda"))
+    with pytest.raises(TypeError, match="float64 on cuda"):
+        ops.copy_u_sum(g.to("cuda"), torch.ones(n, 3, device="cuda", dtype=torch.float64))
+    with pytest.raises(ValueError, match="is on cuda:0 but the graph is on cpu|on cpu"):
+        snn.GCNConv(3, 2).cuda()(torch.ones(n, 3, device="cuda"), ei)

@@ -1,0 +1,332 @@
+"""Every op of spgnn.ops, forward and backward, against a pure-torch float64 reference on fresh
+random graphs of every awkward shape (skewed degrees, empty rows, self loops and parallel
+edges, one node, no edges, already-sorted input), widths that are not multiples of 4, on the
+CPU and (when there is one) the GPU; torch.autograd.gradcheck in float64 on the CPU."""
+import pytest
+import torch
+
+import spgnn
+from spgnn import ops
+
+from conftest import (DEVICES, GRAPH_KINDS, make_edge_index, randn, ref_edge_softmax,
+                      ref_gsddmm, ref_gspmm, rel_err)
+
+WIDTHS = [1, 3, 5, 33]
+# float32 against float64: a sum of d terms of relative rounding 2^-24 each stays within
+# ~d * 6e-8 of the exact value; rows here have at most a few hundred terms, and errors are
+# measured as a norm over all outputs (they average out), so 1e-5 leaves a margin of >10x.
+TOL = 1e-5
+# Backward passes chain two such sums (and a gather), hence twice the bound. A gradient that
+# is a sum of terms of both signs can cancel far below the size of its terms, and float32 keeps
+# only the terms' precision: such errors are measured against the same gradient computed from
+# the absolute values of every input and of the upstream gradient (the sum of |terms|).
+GRAD_TOL = 2e-5
+
+
+def _abs_grads(ref_fn, leaves, up):
+    leaves = [t.detach().abs().double().requires_grad_() for t in leaves]
+    return torch.autograd.grad(ref_fn(*leaves), leaves, up.detach().abs().double())
+
+
+def _positive(gen, *shape, device):
+    # edge operands of u_div_e stay away from 0 so that the quotients are well conditioned
+    return (0.5 + torch.rand(*shape, generator=gen)).to(device)
+
+
+def _edge_data(gen, op, E, F, shape, device):
+    if shape == "scalar":
+        s = (E,)
+    elif shape == "col":
+        s = (E, 1)
+    else:
+        s = (E, F)
+    return _positive(gen, *s, device=device) if op == "u_div_e" else randn(gen, *s, device=device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", GRAPH_KINDS)
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("op", ["copy_u", "copy_e", "u_add_e", "u_sub_e", "u_mul_e", "u_div_e"])
+def test_gspmm_forward_and_grad(gen, device, kind, reduce, op):
+    ei, n = make_edge_index(kind, gen)
+    E = ei.shape[1]
+    ei = ei.to(device)
+    g = spgnn.Graph(ei, n)
+    for F in WIDTHS:
+        for eshape in (["full"] if op == "copy_e" else ["scalar", "col", "full"]):
+            u = None if op == "copy_e" else randn(gen, n, F, device=device).requires_grad_()
+            e = None if op == "copy_u" else _edge_data(gen, op, E, F, eshape, device)
+            if e is not None:
+                e.requires_grad_()
+            out = ops.gspmm(g, op, reduce, u, e)
+            ref = ref_gspmm(ei, n, op, reduce, u, e)
+            assert out.shape == ref.shape
+            assert out.device.type == device
+            assert rel_err(out, ref) < TOL, (kind, op, reduce, F, eshape)
+            if E == 0:
+                continue
+            up = randn(gen, *out.shape, device=device)
+            leaves = [t for t in (u, e) if t is not None]
+            got = torch.autograd.grad(out, leaves, up)
+            want = torch.autograd.grad(ref, leaves, up.double())
+
+            def ref_fn(*ts):
+                it = iter(ts)
+                uu = next(it) if u is not None else None
+                ee = next(it) if e is not None else None
+                return ref_gspmm(ei, n, op, reduce, uu, ee)
+            scales = _abs_grads(ref_fn, leaves, up) if reduce in ("sum", "mean") else want
+            for a, b, sc, name in zip(got, want, scales, ["u", "e"] if u is not None else ["e"]):
+                assert a.shape == b.shape
+                assert rel_err(a, b, sc) < GRAD_TOL, (kind, op, reduce, F, eshape, "grad " + name)
+
+
+SDDMM_CASES = [(op, lt, rt) for op in ("add", "sub", "mul", "div", "dot", "copy_lhs", "copy_rhs")
+               for lt in ("u", "v", "e") for rt in ("u", "v", "e")]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", GRAPH_KINDS)
+@pytest.mark.parametrize("op,lt,rt", SDDMM_CASES)
+def test_gsddmm_forward_and_grad(gen, device, kind, op, lt, rt):
+    ei, n = make_edge_index(kind, gen)
+    E = ei.shape[1]
+    ei = ei.to(device)
+    g = spgnn.Graph(ei, n)
+    rows = {"u": n, "v": n, "e": E}
+    for F in (1, 3, 33):
+        lhs = randn(gen, rows[lt], F, device=device).requires_grad_()
+        rhs = (_positive(gen, rows[rt], F, device=device) if op == "div"
+               else randn(gen, rows[rt], F, device=device)).requires_grad_()
+        out = ops.gsddmm(g, op, lhs, rhs, lt, rt)
+        ref = ref_gsddmm(ei, op, lhs, rhs, lt, rt)
+        assert out.shape == ref.shape
+        assert rel_err(out, ref) < TOL, (kind, op, lt, rt, F)
+        if E == 0:
+            continue
+        up = randn(gen, *out.shape, device=device)
+        uses = [op != "copy_rhs", op != "copy_lhs"]
+        used = [t for t, u in zip((lhs, rhs), uses) if u]
+        got = torch.autograd.grad(out, used, up)
+        want = torch.autograd.grad(ref, used, up.double())
+
+        def ref_fn(*ts):
+            it = iter(ts)
+            a = next(it) if uses[0] else None
+            b = next(it) if uses[1] else None
+            return ref_gsddmm(ei, op, a, b, lt, rt)
+        for a, b, sc in zip(got, want, _abs_grads(ref_fn, used, up)):
+            assert rel_err(a, b, sc) < GRAD_TOL, (kind, op, lt, rt, F)
+
+
+def test_dgl_names_and_shortcuts(gen):
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei, n)
+    x, w = randn(gen, n, 4), randn(gen, ei.shape[1])
+    a = ops.gspmm(g, "mul", "sum", x, w)          # DGL's op name
+    b = ops.u_mul_e_sum(g, x, w)                  # DGL's shortcut
+    c = ops.gspmm(g, "u_mul_e", "sum", x, w)
+    assert torch.equal(a, b) and torch.equal(b, c)
+    assert torch.equal(ops.copy_u_mean(g, x), ops.gspmm(g, "copy_lhs", "mean", x, None))
+    assert torch.equal(ops.copy_e_max(g, w.unsqueeze(1)), ops.gspmm(g, "copy_rhs", "max", None,
+                                                                    w.unsqueeze(1)))
+    assert torch.equal(ops.u_dot_v(g, x, x), ops.gsddmm(g, "dot", x, x, "u", "v"))
+    assert torch.equal(ops.e_mul_v(g, randn(gen, ei.shape[1], 4).abs(), x).abs() >= 0,
+                       torch.ones(ei.shape[1], 4, dtype=torch.bool))
+    assert torch.equal(ops.copy_u(g, x), x[ei[0]])
+    assert torch.equal(ops.copy_v(g, x), x[ei[1]])
+
+
+def test_multidim_features_flatten_and_restore(gen):
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei, n)
+    x = randn(gen, n, 2, 3)
+    w = randn(gen, ei.shape[1], 2, 3)
+    out = ops.u_mul_e_sum(g, x, w)
+    assert out.shape == (n, 2, 3)
+    ref = ref_gspmm(ei, n, "u_mul_e", "sum", x.reshape(n, 6), w.reshape(-1, 6)).reshape(n, 2, 3)
+    assert rel_err(out, ref) < TOL
+    w1 = randn(gen, ei.shape[1], 1, 1)  # one weight per edge, broadcast
+    assert ops.u_mul_e_sum(g, x, w1).shape == (n, 2, 3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", GRAPH_KINDS)
+@pytest.mark.parametrize("norm_by", ["dst", "src"])
+def test_edge_softmax(gen, device, kind, norm_by):
+    ei, n = make_edge_index(kind, gen)
+    E = ei.shape[1]
+    ei = ei.to(device)
+    g = spgnn.Graph(ei, n)
+    for shape in ((E,), (E, 1), (E, 3)):
+        s = (3 * randn(gen, *shape, device=device)).requires_grad_()
+        out = ops.edge_softmax(g, s, norm_by=norm_by)
+        ref_ei = ei if norm_by == "dst" else ei.flip(0)
+        ref = ref_edge_softmax(ref_ei, n, s)
+        assert out.shape == s.shape
+        assert rel_err(out, ref) < TOL
+        if E:
+            up = randn(gen, *shape, device=device)
+            a, = torch.autograd.grad(out, s, up)
+            b, = torch.autograd.grad(ref, s, up.double())
+            # grad = a * (up - sum(a * up)) cancels where a row's up values agree
+            assert rel_err(a, b, scale=up) < GRAD_TOL
+
+
+def ref_gat(ei, n, feat, el, er, slope):
+    H = el.shape[1]
+    f = feat.double().reshape(feat.shape[0], H, -1)
+    s = torch.nn.functional.leaky_relu(el.double()[ei[0]] + er.double()[ei[1]], slope)
+    a = ref_edge_softmax(ei, n, s)
+    out = torch.zeros(n, H, f.shape[2], dtype=torch.float64, device=feat.device)
+    out = out.index_add(0, ei[1], a.unsqueeze(2) * f[ei[0]])
+    return out, a
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", GRAPH_KINDS)
+@pytest.mark.parametrize("heads,F", [(1, 5), (2, 4), (3, 1)])
+def test_gat_aggregate(gen, device, kind, heads, F):
+    ei, n = make_edge_index(kind, gen)
+    ei = ei.to(device)
+    g = spgnn.Graph(ei, n)
+    feat = randn(gen, n, heads, F, device=device).requires_grad_()
+    el = randn(gen, n, heads, device=device).requires_grad_()
+    er = randn(gen, n, heads, device=device).requires_grad_()
+    out, attn = ops.gat_aggregate(g, feat, el, er, 0.2)
+    ref, ref_attn = ref_gat(ei, n, feat, el, er, 0.2)
+    assert out.shape == (n, heads, F) and attn.shape == (ei.shape[1], heads)
+    assert rel_err(out, ref) < TOL
+    assert rel_err(attn, ref_attn) < TOL
+    if ei.shape[1]:
+        up = randn(gen, n, heads, F, device=device)
+        got = torch.autograd.grad(out, (feat, el, er), up)
+        want = torch.autograd.grad(ref, (feat, el, er), up.double())
+        # the logit gradients are softmax gradients: they cancel to the size of |a * up . feat|
+        scale = (up.double().abs() * feat.detach().double().abs().mean()).norm()
+        for a, b in zip(got, want):
+            assert rel_err(a, b, scale) < GRAD_TOL
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gat_dropout_is_seeded_by_torch(gen, device):
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei.to(device), n)
+    feat, el, er = (randn(gen, n, 4, device=device), randn(gen, n, 1, device=device),
+                    randn(gen, n, 1, device=device))
+    torch.manual_seed(5)
+    a, _ = ops.gat_aggregate(g, feat, el, er, attn_dropout=0.5)
+    torch.manual_seed(5)
+    b, _ = ops.gat_aggregate(g, feat, el, er, attn_dropout=0.5)
+    c, _ = ops.gat_aggregate(g, feat, el, er, attn_dropout=0.5)
+    full, _ = ops.gat_aggregate(g, feat, el, er, attn_dropout=0.5, training=False)
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+    assert not torch.equal(a, full)
+
+
+def _distinct_rows(gen, n, F, device):
+    # a random permutation per row: no ties, so top-k is unambiguous
+    return torch.argsort(torch.rand(n, F, generator=gen), dim=1).float().to(device) / F - 0.5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("F,k", [(7, 3), (33, 32), (256, 16), (300, 5)])
+def test_maxk_and_cbsr_products(gen, device, F, k):
+    ei, n = make_edge_index("skewed", gen)
+    ei = ei.to(device)
+    g = spgnn.Graph(ei, n)
+    x = _distinct_rows(gen, n, F, device).requires_grad_()
+    values, columns = ops.maxk(x, k)
+    assert columns.dtype == (torch.uint8 if F <= 256 else torch.uint16)
+    top = torch.topk(x.detach(), k, dim=1)
+    order = torch.argsort(top.indices, dim=1)
+    assert torch.equal(columns.long(), top.indices.gather(1, order))
+    assert torch.equal(values, top.values.gather(1, order))
+    dense = ops.cbsr_to_dense(values, columns, F)
+    ref_dense = torch.zeros_like(x).scatter(1, top.indices, top.values)
+    assert torch.equal(dense, ref_dense)
+    w = randn(gen, ei.shape[1], device=device).requires_grad_()
+    out = ops.cbsr_spgemm(g, values, columns, F, w)
+    ref = ref_gspmm(ei, n, "u_mul_e", "sum", ref_dense, w)
+    assert rel_err(out, ref) < TOL
+    up = randn(gen, n, F, device=device)
+    gx, gw = torch.autograd.grad(out, (x, w), up)
+    mask = torch.zeros_like(x).scatter(1, top.indices, 1.0)
+    rx, rw = torch.autograd.grad(ref_gspmm(ei, n, "u_mul_e", "sum", x * mask, w), (x, w),
+                                 up.double())
+    assert rel_err(gx, rx) < GRAD_TOL and rel_err(gw, rw) < GRAD_TOL
+    d = ops.cbsr_sspmm(g, up, values, columns, w)
+    ref_d = ref_gspmm(ei.flip(0), n, "u_mul_e", "sum", up, w).gather(1, columns.long())
+    assert rel_err(d, ref_d) < TOL
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_maxk_module_is_relu_like(gen, device):
+    x = _distinct_rows(gen, 40, 10, device).requires_grad_()
+    y = spgnn.nn.MaxK(3)(x)
+    assert ((y != 0).sum(1) <= 3).all()
+    top = torch.topk(x.detach(), 3, dim=1)
+    assert torch.equal(y, torch.zeros_like(x).scatter(1, top.indices, top.values))
+    up = randn(gen, 40, 10, device=device)
+    gx, = torch.autograd.grad(y, x, up)
+    mask = torch.zeros_like(x).scatter(1, top.indices, 1.0)
+    assert torch.equal(gx, up * mask)
+
+
+# ---- float64 gradcheck (the CPU path takes float64 through the float64 reference kernels) --------
+
+@pytest.mark.parametrize("op,reduce", [(o, r) for o in ("copy_u", "copy_e", "u_add_e", "u_sub_e",
+                                                        "u_mul_e", "u_div_e")
+                                       for r in ("sum", "mean", "max", "min")])
+def test_gspmm_gradcheck_float64(gen, op, reduce):
+    ei, n = make_edge_index("loops_dups", gen, n=9)
+    g = spgnn.Graph(ei, n)
+    E = ei.shape[1]
+    u = torch.randn(n, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    for eshape in ((E,), (E, 3)):
+        e = (0.5 + torch.rand(*eshape, generator=gen, dtype=torch.float64)).requires_grad_()
+        if op == "copy_u":
+            fn, inputs = (lambda a: ops.gspmm(g, op, reduce, a, None)), (u,)
+        elif op == "copy_e":
+            fn, inputs = (lambda b: ops.gspmm(g, op, reduce, None, b)), (e,)
+        else:
+            fn, inputs = (lambda a, b: ops.gspmm(g, op, reduce, a, b)), (u, e)
+        # max/min are piecewise: random data keeps every winner strictly ahead (no kinks)
+        assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("op,lt,rt", [c for c in SDDMM_CASES if c[1] != c[2] or c[0] == "dot"])
+def test_gsddmm_gradcheck_float64(gen, op, lt, rt):
+    ei, n = make_edge_index("skewed", gen, n=8)
+    g = spgnn.Graph(ei, n)
+    rows = {"u": n, "v": n, "e": ei.shape[1]}
+    lhs = torch.randn(rows[lt], 2, generator=gen, dtype=torch.float64, requires_grad=True)
+    rhs = (0.5 + torch.rand(rows[rt], 2, generator=gen, dtype=torch.float64)).requires_grad_()
+    if op == "copy_lhs":
+        fn, inputs = (lambda a: ops.gsddmm(g, op, a, None, lt, rt)), (lhs,)
+    elif op == "copy_rhs":
+        fn, inputs = (lambda b: ops.gsddmm(g, op, None, b, lt, rt)), (rhs,)
+    else:
+        fn, inputs = (lambda a, b: ops.gsddmm(g, op, a, b, lt, rt)), (lhs, rhs)
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7)
+
+
+def test_graph_weights_are_the_default_edge_values(gen):
+    ei, n = make_edge_index("uniform", gen)
+    w = torch.rand(ei.shape[1], generator=gen)
+    g = spgnn.Graph(ei, n, edge_weight=w)
+    x = randn(gen, n, 5)
+    assert rel_err(ops.u_mul_e_sum(g, x), ref_gspmm(ei, n, "u_mul_e", "sum", x, w)) < TOL
+    assert rel_err(ops.copy_e_sum(g, w), ref_gspmm(ei, n, "copy_e", "sum", None, w)) < TOL
+
+
+def test_strategies_are_selectable(gen):
+    ei, n = make_edge_index("skewed", gen)
+    g = spgnn.Graph(ei, n)
+    x = randn(gen, n, 8)
+    ref = ref_gspmm(ei, n, "copy_u", "sum", x, None)
+    for s in ("cpu_ref", "cpu_mergepath"):
+        assert rel_err(ops.gspmm(g, "copy_u", "sum", x, strategy=s), ref) < TOL
+    with pytest.raises(ValueError, match="nosuch"):
+        ops.gspmm(g, "copy_u", "sum", x, strategy="nosuch")
