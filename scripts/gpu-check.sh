@@ -16,9 +16,11 @@
 #   SKIP_BUILD=1           reuse an existing build                  GTEST_FILTER=... for sanitizers
 #   SKIP_CTEST=1  SKIP_SANITIZER=1  SKIP_MEMCHECK=1  SKIP_RACECHECK=1  SKIP_BENCH=1
 #   CUDA_ARCH=90           CMAKE_CUDA_ARCHITECTURES
-#   EXTRAS="ncu tune extras train"   further suites after the benchmark, in that order:
-#                          bench/ncu_profile.sh, bench/tune_suite.sh, bench/gpu_extras.sh,
-#                          bench/train_suite.sh (each logged; a failure fails the check)
+#   EXTRAS="ncu tune extras train python pybench"   further suites after the benchmark, in that
+#                          order: bench/ncu_profile.sh, bench/tune_suite.sh, bench/gpu_extras.sh,
+#                          bench/train_suite.sh, the Python package's tests (pytest, GPU tests
+#                          included; PYTEST_ARGS adds arguments), bench/python_suite.sh (each
+#                          logged; a failure fails the check)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -69,6 +71,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   if cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DCMAKE_PREFIX_PATH=/opt/deps/usr \
       -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu -DSPGNN_WITH_CUDA=ON \
+      -DPython_EXECUTABLE="$(command -v python3)" \
       > "$LOG_DIR/configure.log" 2>&1; then
     # Keep going past a broken target so the GPU tests still build when they can.
     keep=(-k 0); grep -q 'CMAKE_MAKE_PROGRAM.*make' "$BUILD_DIR/CMakeCache.txt" && keep=(-k)
@@ -153,16 +156,31 @@ fi
 
 # ---- 6. further suites ------------------------------------------------------------------------
 for extra in ${EXTRAS:-}; do
+  if [ "$extra" = python ]; then
+    stamp "pytest python/tests (GPU tests included)"
+    if [ "$built" = 1 ] && [ -d "$BUILD_DIR/python/spgnn" ]; then
+      # shellcheck disable=SC2086
+      (cd python/tests && PYTHONPATH="$ROOT/$BUILD_DIR/python" python3 -m pytest -q -rs \
+         -p no:cacheprovider ${PYTEST_ARGS:-}) 2>&1 | tee "$LOG_DIR/python.log"
+      if [ "${PIPESTATUS[0]}" = 0 ]; then note python "ok: $(tail -1 "$LOG_DIR/python.log")"
+      else fail python "$(tail -1 "$LOG_DIR/python.log")"; fi
+    else
+      fail python "not run: no build or no Python extension in $BUILD_DIR/python"
+    fi
+    continue
+  fi
   case "$extra" in
     ncu) script=bench/ncu_profile.sh ;;
     tune) script=bench/tune_suite.sh ;;
     extras) script=bench/gpu_extras.sh ;;
     train) script=bench/train_suite.sh ;;
-    *) fail "extra $extra" "unknown (expected ncu, tune, extras, train)"; continue ;;
+    pybench) script=bench/python_suite.sh ;;
+    *) fail "extra $extra" "unknown (expected ncu, tune, extras, train, python, pybench)"; continue ;;
   esac
   if [ "$built" != 1 ] || [ ! -f "$script" ]; then fail "$extra" "not run (no build or no $script)"; continue; fi
   stamp "$script"
-  SPGNN="$ROOT/$BUILD_DIR/spgnn" bash "$script" 2>&1 | tee "$LOG_DIR/$extra.log"
+  SPGNN="$ROOT/$BUILD_DIR/spgnn" PYTHONPATH="$ROOT/$BUILD_DIR/python" bash "$script" 2>&1 \
+    | tee "$LOG_DIR/$extra.log"
   if [ "${PIPESTATUS[0]}" = 0 ]; then note "$extra" "ok (log $LOG_DIR/$extra.log)"
   else fail "$extra" "see $LOG_DIR/$extra.log"; fi
 done

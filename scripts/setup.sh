@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Sourced by run.sh and test.sh: installs what is missing (Debian/Ubuntu packages via apt, a newer
-# CMake via pip when the system one is too old), then configures and builds into $BUILD_DIR.
+# CMake via pip when the system one is too old, the Python test environment via pip), then
+# configures and builds into $BUILD_DIR.
 set -euo pipefail
 
 SPGNN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$SPGNN_ROOT/build}"
 BUILD_TYPE="${BUILD_TYPE:-Release}"
+# The Python environment of the tests (torch, PyG, numpy, scipy, pytest, nanobind): one virtual
+# environment, created on first use and reused (a fresh `pip install torch` downloads ~5 GB).
+SPGNN_VENV="${SPGNN_VENV:-$BUILD_DIR/venv}"
+SPGNN_PY_REQS="torch>=2.4 numpy scipy torch-geometric pytest nanobind>=2.0"
 
 spgnn_install_deps() {
   local pkgs=(g++ make cmake libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
-              libzstd-dev zlib1g-dev libopenblas-dev python3 python3-pip)
+              libzstd-dev zlib1g-dev libopenblas-dev python3 python3-pip python3-venv python3-dev)
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -31,12 +36,31 @@ spgnn_install_deps() {
   fi
 }
 
+# Creates (once) the test environment in $SPGNN_VENV; a stamp of the requirement list makes a
+# changed list reinstall.
+spgnn_python_env() {
+  local stamp="$SPGNN_VENV/.spgnn-requirements"
+  if [ -x "$SPGNN_VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$SPGNN_PY_REQS" ]; then
+    return 0
+  fi
+  echo "spgnn: creating the Python test environment in $SPGNN_VENV (torch, torch-geometric, ...)" >&2
+  python3 -m venv "$SPGNN_VENV"
+  # shellcheck disable=SC2086
+  "$SPGNN_VENV/bin/python" -m pip install -q --disable-pip-version-check $SPGNN_PY_REQS
+  echo "$SPGNN_PY_REQS" > "$stamp"
+}
+
+# Configures and builds $BUILD_DIR (extra CMake arguments in SPGNN_CMAKE_ARGS, build arguments
+# as "$@"). With the test environment present, the Python extension is built against it.
 spgnn_build() {
+  local dir="${SPGNN_BUILD_DIR_OVERRIDE:-$BUILD_DIR}"
   local extra=()
   # CI and the quick start build for one GPU generation to keep nvcc time down; set
   # CMAKE_CUDA_ARCHITECTURES to override (the library's own default is 80;90).
   extra+=("-DCMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES:-90}")
-  cmake -S "$SPGNN_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "${extra[@]}" \
+  [ -x "$SPGNN_VENV/bin/python" ] && extra+=("-DPython_EXECUTABLE=$SPGNN_VENV/bin/python")
+  # shellcheck disable=SC2086
+  cmake -S "$SPGNN_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "${extra[@]}" \
         ${SPGNN_CMAKE_ARGS:-} >/dev/null
-  cmake --build "$BUILD_DIR" -j "$(nproc)" "$@"
+  cmake --build "$dir" -j "$(nproc)" "$@"
 }

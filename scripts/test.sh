@@ -1,18 +1,60 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds, runs ctest. Exits non-zero on any
-# failure. GPU tests (label gpu) report SKIPPED on machines without a GPU.
+# The whole test suite: installs what is missing (apt packages; the Python test environment in
+# build/venv, reused), builds, runs ctest, then pytest on the Python package. Exits non-zero on
+# any failure. GPU tests (ctest label gpu, pytest marker gpu) report SKIPPED without a GPU.
+#
+# When the main build has CUDA (nvcc found), a second build without CUDA (build/nocuda: what a
+# machine without the toolkit gets) runs the CPU tests too, so both configurations are proven.
+#   SPGNN_TEST_NOCUDA=0 skips that second build.
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 spgnn_install_deps
+spgnn_python_env
 spgnn_build
-cd "$BUILD_DIR"
-set +e
-ctest --output-on-failure -j "$(nproc)" --timeout 900 2>&1 | tee ctest.log
-rc=${PIPESTATUS[0]}
-set -e
-total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' ctest.log | tail -1)
-failed=$(sed -n 's/.*, \([0-9]*\) tests failed out of.*/\1/p' ctest.log | tail -1)
-skipped=$(grep -c '\*\*\*Skipped\|Not Run' ctest.log || true)
-total=${total:-0}; failed=${failed:-0}
-echo "tests: $((total - failed - skipped)) passed, $failed failed, $skipped skipped"
-exit "$rc"
+
+results=()
+status=0
+run_ctest() {  # build dir, label for the summary
+  local dir=$1 label=$2 rc total failed skipped
+  set +e
+  (cd "$dir" && ctest --output-on-failure -j "$(nproc)" --timeout 900) 2>&1 | tee "$dir/ctest.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$dir/ctest.log" | tail -1)
+  failed=$(sed -n 's/.*, \([0-9]*\) tests failed out of.*/\1/p' "$dir/ctest.log" | tail -1)
+  skipped=$(grep -c '\*\*\*Skipped\|Not Run' "$dir/ctest.log" || true)
+  total=${total:-0}; failed=${failed:-0}
+  results+=("$label: $((total - failed - skipped)) passed, $failed failed, $skipped skipped")
+  [ "$rc" = 0 ] || status=1
+}
+run_pytest() {  # build dir, label
+  local dir=$1 label=$2 rc
+  if [ ! -d "$dir/python/spgnn" ]; then
+    results+=("$label: NOT RUN (the Python extension was not built in $dir)")
+    status=1
+    return
+  fi
+  set +e
+  (cd "$SPGNN_ROOT/python/tests" && PYTHONPATH="$dir/python" OMP_WAIT_POLICY=passive \
+     "$SPGNN_VENV/bin/python" -m pytest -q -p no:cacheprovider -rs 2>&1 | tee "$dir/pytest.log")
+  rc=${PIPESTATUS[0]}
+  set -e
+  results+=("$label: $(grep -E '^[0-9]+ (passed|failed)|passed|failed' "$dir/pytest.log" | tail -1)")
+  [ "$rc" = 0 ] || status=1
+}
+
+run_ctest "$BUILD_DIR" "ctest"
+run_pytest "$BUILD_DIR" "pytest"
+
+if [ "${SPGNN_TEST_NOCUDA:-1}" = 1 ] && grep -q '^SPGNN_BUILT_WITH_CUDA:INTERNAL=ON' \
+     "$BUILD_DIR/CMakeCache.txt"; then
+  echo "==== the same without CUDA ($BUILD_DIR/nocuda)"
+  SPGNN_BUILD_DIR_OVERRIDE="$BUILD_DIR/nocuda" \
+    SPGNN_CMAKE_ARGS="-DSPGNN_WITH_CUDA=OFF ${SPGNN_CMAKE_ARGS:-}" spgnn_build
+  run_ctest "$BUILD_DIR/nocuda" "ctest (no CUDA)"
+  run_pytest "$BUILD_DIR/nocuda" "pytest (no CUDA)"
+fi
+
+echo
+for r in "${results[@]}"; do echo "tests: $r"; done
+exit "$status"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The Python package's training speed (GPU): a PyG-style loop with spgnn.nn layers, eager and
+# compiled, against PyG at its best and `spgnn train`, on two Reddit-sized graphs (the real
+# Reddit is not in ../shared/data; n = 232,965 like Reddit, uniform random):
+#   sym  er --n 232965 --avg-degree 246 --seed 1 --symmetrize   (~114.5M edges)
+#   dir  er --n 232965 --avg-degree 489 --seed 1                (~113.8M edges, directed)
+#   SPGNN=build/spgnn  PYTHONPATH=build/python  GRAPHS="sym dir"  EPOCHS=20
+#   MODELS=gcn,gin,sage,gat  SKIP_PYG=1  SKIP_COMPILE=1  OUT_JSON_DIR=dir for the JSON results
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+SPGNN="${SPGNN:-$ROOT/build/spgnn}"
+export PYTHONPATH="${PYTHONPATH:-$ROOT/build/python}"
+WORK="${WORK:-/tmp/spgnn-python-suite}"
+mkdir -p "$WORK"
+extra=()
+[ "${SKIP_PYG:-0}" = 1 ] && extra+=(--skip-pyg)
+[ "${SKIP_COMPILE:-0}" = 1 ] && extra+=(--skip-compile)
+for g in ${GRAPHS:-sym dir}; do
+  case "$g" in
+    sym) gen=(--avg-degree 246 --symmetrize) ;;
+    dir) gen=(--avg-degree 489) ;;
+    *) echo "unknown graph '$g' (sym, dir)" >&2; exit 2 ;;
+  esac
+  f="$WORK/reddit-$g"
+  if [ ! -f "$f.spg" ]; then
+    "$SPGNN" generate er --n 232965 "${gen[@]}" --seed 1 -o "$f.spg" >&2
+    "$SPGNN" convert "$f.spg" "$f.npy" >&2
+  fi
+  json=()
+  [ -n "${OUT_JSON_DIR:-}" ] && json=(--json "$OUT_JSON_DIR/python-suite-$g.json")
+  python3 "$ROOT/bench/python_vs_pyg.py" --spgnn "$SPGNN" --graph "$f.npy" --graph-spg "$f.spg" \
+    --name "reddit-$g" --epochs "${EPOCHS:-20}" --models "${MODELS:-gcn,gin,sage,gat}" \
+    "${extra[@]}" "${json[@]}"
+done
