@@ -1,5 +1,5 @@
-// The row-parallel SpMM strategies (mergepath, warp_vertex, rowtile), the shuffle SDDMM and GPU
-// `auto`, against the float64 oracle cpu_ref: fresh random graphs of every shape in
+// The row-parallel SpMM strategies (mergepath, warp_vertex, rowtile; warp_vertex's max/min with
+// arg outputs), the shuffle SDDMM and GPU `auto`, against the float64 oracle cpu_ref: fresh random graphs of every shape in
 // test_util.hpp, int32 and int64 indices, every width of test_widths() plus 6, 500 and 1024,
 // every supported op and reduce, and every value of every parameter (sampled across the other
 // parameters, not their full cross product). Outputs are poisoned with NaN before each GPU run,
@@ -141,12 +141,71 @@ TEST(StrategySpmm, NonDefaultStream) {
 #endif
 }
 
-TEST(StrategySpmm, MaxMinAreDeclaredUnsupported) {
+// max/min with their arg outputs: warp_vertex against cpu_ref, every op, graph kind (empty
+// rows, a hub row, parallel edges), index type and width; values and the winning edge and source
+// must agree exactly (a message is one float operation, as in cpu_ref, and ties keep the first
+// edge). Outputs are poisoned first. The other row-parallel strategies refuse max/min.
+void check_spmm_arg(GraphKind kind, DType idx, SpmmOp op, Reduce red, int64_t F, int64_t ew,
+                    const Schedule& s, bool want_args) {
+  if (g_failures > kMaxReported) return;
+  const Graphs& G = graphs(kind, idx);
+  static uint64_t salt = 0;
+  const uint64_t seed = seed_for(g_seed_base + 5000 + ++salt);
+  SCOPED_TRACE(std::string("spmm ") + name(op) + "/" + name(red) + " graph=" + kind_name(kind) +
+               " idx=" + dtype_name(idx) + " F=" + std::to_string(F) + " e_width=" +
+               std::to_string(ew) + " " + s.str() + " seed=" + std::to_string(seed));
+  const int64_t nnz = G.host.nnz();
+  Tensor u_h, e_h, u_d, e_d;
+  if (op != SpmmOp::copy_e) u_h = random_tensor({G.host.n_cols, F}, seed);
+  if (op != SpmmOp::copy_u) e_h = random_tensor({nnz, ew}, seed + 1, 0.5f, 1.5f);
+  Tensor ref, ref_u, ref_e;
+  gspmm(G.host, op, red, u_h, e_h, ref, ref_u, ref_e, cpu_ref());
+  if (u_h.defined()) u_d = u_h.to(Device::cuda());
+  if (e_h.defined()) e_d = e_h.to(Device::cuda());
+  Tensor out = Tensor::empty({G.host.n_rows, F}, DType::f32, Device::cuda());
+  Tensor au = Tensor::empty({G.host.n_rows, F}, DType::i64, Device::cuda());
+  Tensor ae = Tensor::empty({G.host.n_rows, F}, DType::i64, Device::cuda());
+  out.fill_(NAN);
+  au.fill_(-7);
+  ae.fill_(-7);
+  OpOptions o;
+  o.schedule = s;
+  if (want_args) gspmm(G.dev, op, red, u_d, e_d, out, au, ae, o);
+  else gspmm(G.dev, op, red, u_d, e_d, out, o);
+  const bool same = out.to_vector<float>() == ref.to_vector<float>();
+  EXPECT_TRUE(same) << "values differ (rel error " << rel_error(out, ref) << ")";
+  bool args_same = true;
+  if (want_args) {
+    args_same = au.to_vector<int64_t>() == ref_u.to_vector<int64_t>() &&
+                ae.to_vector<int64_t>() == ref_e.to_vector<int64_t>();
+    EXPECT_TRUE(args_same) << "arg_u/arg_e differ from cpu_ref";
+  }
+  if (!same || !args_same) ++g_failures;
+}
+
+TEST(StrategySpmm, MaxMinWithArgsOnWarpVertex) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
+  const std::vector<int64_t> fs = quick() ? std::vector<int64_t>{1, 33}
+                                          : std::vector<int64_t>{1, 3, 4, 32, 33, 70};
+  int i = 0;
+  for (GraphKind k : kinds())
+    for (SpmmOp op : {SpmmOp::copy_u, SpmmOp::copy_e, SpmmOp::u_mul_e, SpmmOp::u_add_e,
+                      SpmmOp::u_sub_e, SpmmOp::u_div_e})
+      for (Reduce red : {Reduce::max, Reduce::min})
+        for (int64_t F : fs) {
+          const DType idx = ++i % 2 ? DType::i64 : DType::i32;
+          const Schedule s = i % 3 ? sched("warp_vertex") : Schedule{};  // auto picks it too
+          if (op == SpmmOp::copy_u) {
+            check_spmm_arg(k, idx, op, red, F, 0, s, i % 4 != 0);
+          } else {
+            check_spmm_arg(k, idx, op, red, F, F, s, true);
+            if (op != SpmmOp::copy_e) check_spmm_arg(k, idx, op, red, F, 1, s, i % 4 != 1);
+          }
+        }
   const Graphs& G = graphs(GraphKind::rmat, DType::i32);
   Tensor u = Tensor::zeros({G.host.n_cols, 4}, DType::f32, Device::cuda());
-  for (const auto& s : kSpmmStrategies)
+  for (const auto& s : {"mergepath", "rowtile", "gnnone", "cusparse"})
     for (Reduce red : {Reduce::max, Reduce::min}) {
       Tensor out;
       OpOptions o;
@@ -247,11 +306,31 @@ TEST(AutoGpu, ResolvesToASupportedStrategyAndIsCorrect) {
       check_sddmm(k, idx, SddmmOp::dot, Target::u, Target::v, F, Schedule{});
       check_sddmm(k, idx, SddmmOp::mul, Target::u, Target::e, F, Schedule{});
     }
-  // max/min exist only in cpu_ref: on the GPU `auto` says so instead of picking a wrong kernel.
+  // Parallel edges can give more entries than rows x columns, which cuSPARSE refuses: auto (which
+  // prefers cuSPARSE on tiny graphs) must take another kernel, and cusparse must say why.
+  {
+    BuildOptions keep;
+    keep.duplicates = DuplicatePolicy::keep;
+    const Graph h = graph_from_edges(2, 2, {0, 0, 0, 1}, {0, 0, 1, 1}, {}, keep);
+    const Graph d = h.to(Device::cuda());
+    const Tensor x = random_tensor({2, 3}, seed_for(77));
+    Tensor ref, out, sref, sout;
+    gspmm(h, SpmmOp::copy_u, Reduce::sum, x, Tensor(), ref, cpu_ref());
+    gspmm(d, SpmmOp::copy_u, Reduce::sum, x.to(Device::cuda()), Tensor(), out);
+    EXPECT_LT(rel_error(out, ref), kTol);
+    gsddmm(h, SddmmOp::dot, x, x, sref, Target::u, Target::v, cpu_ref());
+    gsddmm(d, SddmmOp::dot, x.to(Device::cuda()), x.to(Device::cuda()), sout);
+    EXPECT_LT(rel_error(sout, sref), kTol);
+    Tensor bad;
+    OpOptions o;
+    o.schedule = sched("cusparse");
+    EXPECT_THROW(gspmm(d, SpmmOp::copy_u, Reduce::sum, x.to(Device::cuda()), Tensor(), bad, o),
+                 Unsupported);
+  }
+  // max/min: auto takes the one GPU strategy that runs them (warp_vertex).
   const Graphs& G = graphs(GraphKind::rmat, DType::i32);
-  Tensor u = Tensor::zeros({G.host.n_cols, 4}, DType::f32, Device::cuda());
-  Tensor out;
-  EXPECT_THROW(gspmm(G.dev, SpmmOp::copy_u, Reduce::max, u, Tensor(), out), Unsupported);
+  EXPECT_EQ(resolve_spmm_schedule(G.dev, SpmmOp::copy_u, Reduce::max, 8, Schedule{}).strategy,
+            "warp_vertex");
 #endif
 }
 

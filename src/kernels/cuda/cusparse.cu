@@ -124,9 +124,19 @@ struct ConstDnMat {
 
 }  // namespace
 
+// cuSPARSE refuses (CUSPARSE_STATUS_INVALID_VALUE) a matrix with more stored entries than
+// rows x columns, which a graph with parallel edges can have (3 self loops on 1 vertex).
+static std::string cusparse_shape_supports(const Graph& g) {
+  if (g.nnz() > g.n_rows * g.n_cols)
+    return "cuSPARSE refuses a matrix with more entries (" + std::to_string(g.nnz()) +
+           ", parallel edges) than rows x columns (" + std::to_string(g.n_rows * g.n_cols) + ")";
+  return "";
+}
+
 std::string cusparse_spmm_supports(const SpmmProblem& p) {
   if (!p.g->device().is_cuda())
     return "graph and tensors are on the CPU; cusparse runs on CUDA devices";
+  if (std::string why = cusparse_shape_supports(*p.g); !why.empty()) return why;
   if (p.reduce != Reduce::sum)
     return std::string("cusparseSpMM computes sums only, not '") + name(p.reduce) + "'";
   if (p.op != SpmmOp::copy_u && p.op != SpmmOp::u_mul_e)
@@ -184,6 +194,7 @@ void cusparse_spmm(const SpmmProblem& p, const Schedule& s) {
 std::string cusparse_sddmm_supports(const SddmmProblem& p) {
   if (!p.g->device().is_cuda())
     return "graph and tensors are on the CPU; cusparse runs on CUDA devices";
+  if (std::string why = cusparse_shape_supports(*p.g); !why.empty()) return why;
   if (p.op != SddmmOp::dot)
     return std::string("cusparseSDDMM computes dot products only, not '") + name(p.op) + "'";
   const bool vu = p.lhs_target == Target::v && p.rhs_target == Target::u;

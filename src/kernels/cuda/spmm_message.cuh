@@ -44,15 +44,15 @@ inline int binop_of(SpmmOp op) {
          : op == SpmmOp::u_div_e ? kDiv : kMul;
 }
 
-// The SpMM problems every row-parallel strategy accepts (sum and mean of every op; max/min
-// would need arg tracking that only cpu_ref has). Never dereferences u/e/out: resolve_*_schedule
+// The SpMM problems every row-parallel strategy accepts (sum and mean of every op; max/min with
+// their arg outputs: only warp_vertex on the GPU, and cpu_ref). Never dereferences u/e/out: resolve_*_schedule
 // asks before any tensor exists.
 inline std::string spmm_supports(const SpmmProblem& p, const char* strategy) {
   if (!p.g->device().is_cuda())
     return std::string("graph and tensors are on the CPU; ") + strategy + " runs on CUDA devices";
   if (p.reduce != Reduce::sum && p.reduce != Reduce::mean)
     return std::string("reduce '") + name(p.reduce) + "' is not implemented by " + strategy +
-           " (sum and mean are); use cpu_ref on host data";
+           " (sum and mean are; warp_vertex also runs max and min)";
   if (p.g->index_dtype() != DType::i32 && p.g->index_dtype() != DType::i64)
     return "graph index dtype must be int32 or int64";
   return "";

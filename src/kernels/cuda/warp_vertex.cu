@@ -17,6 +17,8 @@
 // (32/G vertices each) at a time from a global atomic counter until the pool is empty. auto
 // (assign=0) follows the paper's discriminant: software when n > 1M (hardware would launch too
 // many blocks) or the average degree is > 50 (a vertex's work dwarfs the atomic).
+//
+// max and min (with the arg outputs the backward needs) run in a separate, simpler kernel below.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -151,6 +153,86 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads) warp_vertex_kernel(const 
   }
 }
 
+// ---- max / min --------------------------------------------------------------------------------
+// max/min with the winning edge and source (arg_e, arg_u, for the backward): one warp per row,
+// lanes over features with scalar loads (the path of max/min pooling layers, not of the SpMM
+// suite, so it is kept to 8 instantiations). A message replaces the running winner only when it
+// is strictly better, so ties keep the first edge in row order, as in cpu_ref; rows without
+// edges get 0 and arg -1.
+template <class IndexT>
+struct MinMaxArgs {
+  const IndexT* __restrict__ rowptr;
+  const IndexT* __restrict__ col;
+  const float* __restrict__ u;
+  const float* __restrict__ e;
+  float* __restrict__ out;
+  int64_t* __restrict__ arg_u;  // may be null
+  int64_t* __restrict__ arg_e;  // may be null
+  int64_t n;
+  int64_t F;
+  int binop;
+  bool is_max;
+};
+
+template <class IndexT, int kMode>
+__global__ void __launch_bounds__(gnnone::kMaxThreads)
+    warp_vertex_minmax_kernel(const MinMaxArgs<IndexT> p) {
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (v >= p.n) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t beg = __ldg(p.rowptr + v), end = __ldg(p.rowptr + v + 1);
+  for (int64_t f = lane; f < p.F; f += 32) {
+    float best = 0.f;
+    int64_t won = -1;
+    for (int64_t k = beg; k < end; ++k) {
+      const int64_t c = static_cast<int64_t>(__ldg(p.col + k));  // one address for the warp
+      float m;
+      if constexpr (kMode == kCopyU) m = __ldg(p.u + c * p.F + f);
+      else if constexpr (kMode == kCopyE) m = __ldg(p.e + k * p.F + f);
+      else if constexpr (kMode == kUOpEScalar) m = apply(p.binop, __ldg(p.u + c * p.F + f), __ldg(p.e + k));
+      else m = apply(p.binop, __ldg(p.u + c * p.F + f), __ldg(p.e + k * p.F + f));
+      if (k == beg || (p.is_max ? m > best : m < best)) {
+        best = m;
+        won = k;
+      }
+    }
+    const int64_t o = v * p.F + f;
+    p.out[o] = best;
+    if (p.arg_e) p.arg_e[o] = won;
+    if (p.arg_u) p.arg_u[o] = won >= 0 ? static_cast<int64_t>(__ldg(p.col + won)) : -1;
+  }
+}
+
+template <class IndexT>
+void run_minmax(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
+  const Graph& g = *p.g;
+  const int warps = static_cast<int>(param_or_default(OpKind::spmm, "warp_vertex", s, "warps"));
+  SPGNN_CHECK(warps >= 1 && warps <= gnnone::kMaxWarps, InvalidArgument,
+              "warp_vertex: warps must be in 1..", gnnone::kMaxWarps, ", got ", warps);
+  MinMaxArgs<IndexT> a{};
+  a.rowptr = g.rowptr.data<IndexT>();
+  a.col = g.col.data<IndexT>();
+  a.u = p.uses_u() ? p.u->data<float>() : nullptr;
+  a.e = p.uses_e() ? p.e->data<float>() : nullptr;
+  a.out = p.out->data<float>();
+  a.arg_u = p.arg_u ? p.arg_u->data<int64_t>() : nullptr;
+  a.arg_e = p.arg_e ? p.arg_e->data<int64_t>() : nullptr;
+  a.n = g.n_rows;
+  a.F = p.F;
+  a.binop = binop_of(p.op);
+  a.is_max = p.reduce == Reduce::max;
+  const int64_t blocks = ceil_div<int64_t>(a.n, warps);
+  SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "warp_vertex: graph too large for one grid");
+  const dim3 grid(static_cast<unsigned>(blocks)), block(static_cast<unsigned>(warps * 32));
+  switch (mode_of(p)) {
+    case kCopyU: warp_vertex_minmax_kernel<IndexT, kCopyU><<<grid, block, 0, st>>>(a); break;
+    case kCopyE: warp_vertex_minmax_kernel<IndexT, kCopyE><<<grid, block, 0, st>>>(a); break;
+    case kUOpEScalar: warp_vertex_minmax_kernel<IndexT, kUOpEScalar><<<grid, block, 0, st>>>(a); break;
+    default: warp_vertex_minmax_kernel<IndexT, kUOpEWide><<<grid, block, 0, st>>>(a); break;
+  }
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
+
 // One task counter per (device, stream): launches on one stream are ordered, so the memset that
 // resets the counter and the kernel that drains it never overlap another call's. Never freed
 // (process lifetime; freeing at exit would race the CUDA runtime's own teardown).
@@ -247,7 +329,13 @@ void run(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
 
 }  // namespace
 
+// Every op with sum and mean, and (the only GPU strategy that does) max and min.
 std::string warp_vertex_spmm_supports(const SpmmProblem& p) {
+  if (p.reduce == Reduce::max || p.reduce == Reduce::min) {
+    SpmmProblem as_sum = p;
+    as_sum.reduce = Reduce::sum;
+    return spmm_supports(as_sum, "warp_vertex");
+  }
   return spmm_supports(p, "warp_vertex");
 }
 
@@ -256,8 +344,9 @@ void warp_vertex_spmm(const SpmmProblem& p, const Schedule& s) {
   gnnone::DeviceGuard guard(g.device().index);
   const cudaStream_t st = as_stream(p.stream);
   if (g.n_rows == 0 || p.F == 0) return;
-  if (g.index_dtype() == DType::i64) run<int64_t>(p, s, st);
-  else run<int32_t>(p, s, st);
+  const bool minmax = p.reduce == Reduce::max || p.reduce == Reduce::min;
+  if (g.index_dtype() == DType::i64) minmax ? run_minmax<int64_t>(p, s, st) : run<int64_t>(p, s, st);
+  else minmax ? run_minmax<int32_t>(p, s, st) : run<int32_t>(p, s, st);
 }
 
 }  // namespace spgnn::detail
