@@ -53,13 +53,6 @@ std::shared_ptr<GraphEntry> make_entry(Graph host, Tensor edge_source, Device de
   return register_entry(std::move(e));
 }
 
-// A 1-D view of `n` elements of `t` starting at element `offset` (t on the host, contiguous).
-Tensor slice_1d(const Tensor& t, int64_t offset, int64_t n) {
-  auto keep = std::make_shared<Tensor>(t);
-  char* p = static_cast<char*>(const_cast<void*>(t.raw())) + offset * int64_t(dtype_size(t.dtype()));
-  return Tensor::from_external(n ? p : nullptr, {n}, {}, t.dtype(), t.device(), keep);
-}
-
 template <class I>
 void check_range(const I* ids, int64_t m, int64_t limit, const std::string& name) {
   int64_t first_bad = m;
@@ -316,13 +309,19 @@ std::shared_ptr<GraphEntry> lookup(uintptr_t address) {
   return e;
 }
 
+// Each handle owns a fresh copy of the id: torch.compile may recycle the storage of a handle it
+// has finished with for another buffer (an int64 scalar of the same size, say), which must never
+// be the entry's own memory or that of a handle still in use.
+struct HandleBox {
+  int64_t id;
+  std::shared_ptr<GraphEntry> entry;
+};
+
 nb::object handle_of(const std::shared_ptr<GraphEntry>& e) {
-  auto* keep = new std::shared_ptr<GraphEntry>(e);
-  nb::capsule owner(keep, [](void* p) noexcept {
-    delete static_cast<std::shared_ptr<GraphEntry>*>(p);
-  });
+  auto* box = new HandleBox{e->id, e};
+  nb::capsule owner(box, [](void* p) noexcept { delete static_cast<HandleBox*>(p); });
   const size_t shape[1] = {1};
-  nb::ndarray<int64_t> a(&e->id, 1, shape, owner);
+  nb::ndarray<int64_t> a(&box->id, 1, shape, owner);
   return a.cast();
 }
 

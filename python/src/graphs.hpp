@@ -2,8 +2,8 @@
 // graphs derived from it (GCN normalisation, mean weights, self loops, transposes), each built
 // once on first use and kept with its parent, like nn::GraphContext.
 //
-// Python refers to a graph through a handle: a one-element int64 host array over the entry's id,
-// whose owner keeps the entry alive. Ops receive the handle's address, read the id and look it
+// Python refers to a graph through a handle: a one-element int64 host array holding the entry's
+// id, whose owner keeps the entry alive. Ops receive the handle's address, read the id and look it
 // up in a registry of live entries, so a stale or forged handle is an error, never a dangling
 // pointer.
 #pragma once
@@ -18,7 +18,7 @@
 namespace spgnn::py {
 
 struct GraphEntry {
-  int64_t id = 0;        // read through the handle; never changes
+  int64_t id = 0;        // what handles hold; never reused
   std::string kind;      // "base", or the derivation that made it ("gcn", "transpose", ...)
   Graph g;               // canonical arrays on the entry's device
   Graph host;            // the same on the host when g is on a GPU (derivations run there)

