@@ -19,8 +19,8 @@
 #   EXTRAS="ncu tune extras train python pybench"   further suites after the benchmark, in that
 #                          order: bench/ncu_profile.sh, bench/tune_suite.sh, bench/gpu_extras.sh,
 #                          bench/train_suite.sh, the Python package's tests (pytest, GPU tests
-#                          included; PYTEST_ARGS adds arguments), bench/python_suite.sh (each
-#                          logged; a failure fails the check)
+#                          included; PYTEST_K="expr" selects tests and stops at the first
+#                          failure), bench/python_suite.sh (each logged; a failure fails the check)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -159,9 +159,10 @@ for extra in ${EXTRAS:-}; do
   if [ "$extra" = python ]; then
     stamp "pytest python/tests (GPU tests included)"
     if [ "$built" = 1 ] && [ -d "$BUILD_DIR/python/spgnn" ]; then
-      # shellcheck disable=SC2086
+      pyargs=()
+      [ -n "${PYTEST_K:-}" ] && pyargs=(-x -k "$PYTEST_K")
       (cd python/tests && PYTHONPATH="$ROOT/$BUILD_DIR/python" python3 -m pytest -q -rs \
-         -p no:cacheprovider ${PYTEST_ARGS:-}) 2>&1 | tee "$LOG_DIR/python.log"
+         -p no:cacheprovider "${pyargs[@]}") 2>&1 | tee "$LOG_DIR/python.log"
       if [ "${PIPESTATUS[0]}" = 0 ]; then note python "ok: $(tail -1 "$LOG_DIR/python.log")"
       else fail python "$(tail -1 "$LOG_DIR/python.log")"; fi
     else

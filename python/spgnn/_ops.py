@@ -64,7 +64,9 @@ def wrap_handle(obj_nnz) -> Tensor:
 @custom_op(f"{_lib}::graph_from_edge_index", mutates_args=())
 def graph_from_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
     from .graph import _edge_index_graph
-    return _edge_index_graph(edge_index, num_nodes).handle()
+    # A fresh handle, not a view of the cached graph's: torch.compile may recycle the storage of
+    # an op's output once it is done with it.
+    return wrap_handle(C.rehandle(_addr(_edge_index_graph(edge_index, num_nodes).handle())))
 
 
 @register_fake(f"{_lib}::graph_from_edge_index")

@@ -132,6 +132,14 @@ NB_MODULE(_C, m) {
       },
       "handle"_a, "kind"_a);
   m.def("graph_info", &graph_info, "handle"_a);
+  // A new handle (fresh storage) of the same graph.
+  m.def(
+      "rehandle",
+      [](uintptr_t h) {
+        auto e = lookup(h);
+        return std::make_tuple(handle_of(e), e->g.nnz());
+      },
+      "handle"_a);
   m.def(
       "graph_tensor_spec",
       [](uintptr_t h, const std::string& name) {

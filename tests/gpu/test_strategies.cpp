@@ -311,7 +311,7 @@ TEST(AutoGpu, ResolvesToASupportedStrategyAndIsCorrect) {
   {
     BuildOptions keep;
     keep.duplicates = DuplicatePolicy::keep;
-    const Graph h = graph_from_edges(2, 2, {0, 0, 0, 1}, {0, 0, 1, 1}, {}, keep);
+    const Graph h = graph_from_edges(2, 2, {0, 0, 0, 0, 1}, {0, 0, 0, 1, 1}, {}, keep);  // 5 > 2 x 2
     const Graph d = h.to(Device::cuda());
     const Tensor x = random_tensor({2, 3}, seed_for(77));
     Tensor ref, out, sref, sout;
