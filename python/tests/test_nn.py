@@ -77,14 +77,16 @@ def test_layer_matches_pyg(gen, device, kind, name, kw, _):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("train_eps", [False, True])
-def test_gin_matches_pyg(gen, device, train_eps):
+@pytest.mark.parametrize("fin,hidden", [(6, 8), (16, 5)])  # (16, 5): Linear before aggregation
+def test_gin_matches_pyg(gen, device, train_eps, fin, hidden):
     ei, n = make_edge_index("loops_dups", gen)
     ei = ei.to(device)
-    mlp = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    mlp = torch.nn.Sequential(torch.nn.Linear(fin, hidden), torch.nn.ReLU(),
+                              torch.nn.Linear(hidden, 4))
     ref = pyg.GINConv(copy.deepcopy(mlp), eps=0.3, train_eps=train_eps).to(device)
     ours = snn.GINConv(copy.deepcopy(mlp), eps=0.3, train_eps=train_eps).to(device)
     ours.load_state_dict(ref.state_dict(), strict=True)
-    _compare(ref, ours, randn(gen, n, 6, device=device), ei, ei)
+    _compare(ref, ours, randn(gen, n, fin, device=device), ei, ei)
 
 
 @pytest.mark.parametrize("device", DEVICES)

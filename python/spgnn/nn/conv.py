@@ -72,6 +72,18 @@ def _no_size(size, cls):
                                   "by spgnn.nn")
 
 
+def _lin(x: Tensor, weight: Tensor):
+    """x W^T with the output width rounded up to a multiple of 4 by zero rows of W, and the
+    true width: spgnn's kernels load 4 features at a time only when the width allows (at 41
+    features, gnnone's SpMM on a 114M-edge graph took 9 ms, at 16 features 1.3 ms). Padding
+    W costs nothing; the caller slices the aggregated result back to the true width."""
+    width = weight.shape[0]
+    pad = (-width) % 4
+    if pad == 0 or width < 4:
+        return F.linear(x, weight), width
+    return F.linear(x, F.pad(weight, (0, 0, 0, pad))), width
+
+
 def _agg(h: Tensor, op: str, reduce: str, x: Tensor, n: int) -> Tensor:
     """Aggregation over the handle's graph; e is the graph's own values when op needs one."""
     x = x.contiguous()
@@ -121,7 +133,7 @@ class GCNConv(torch.nn.Module):
         x = _input(x, "GCNConv")
         n = x.shape[0]
         h = resolve(edge_index, n)
-        x = self.lin(x)
+        x, width = _lin(x, self.lin.weight)
         if edge_weight is None:
             if self.normalize:
                 out = _agg(_ops.graph_variant(h, self._variant()), "u_mul_e", "sum", x, n)
@@ -131,6 +143,7 @@ class GCNConv(torch.nn.Module):
                 out = _agg(h, "copy_u", "sum", x, n)
         else:
             out = self._weighted(x, h, edge_index, edge_weight, n)
+        out = out[:, :width]
         if self.bias is not None:
             out = out + self.bias
         return out
@@ -218,7 +231,8 @@ class SAGEConv(torch.nn.Module):
         if self.project:
             x = F.relu(self.lin(x))
         if self._reduce in ("sum", "mean") and self.out_channels < self.in_channels:
-            out = _aggregate(h, self._reduce, F.linear(x, self.lin_l.weight), n)
+            y, width = _lin(x, self.lin_l.weight)
+            out = _aggregate(h, self._reduce, y, n)[:, :width]
             if self.lin_l.bias is not None:
                 out = out + self.lin_l.bias
         else:
@@ -235,7 +249,9 @@ class SAGEConv(torch.nn.Module):
 
 class GINConv(torch.nn.Module):
     r"""GIN: ``out = nn((1 + eps) x_v + sum_{u -> v} x_u)``, as PyG's GINConv (``eps`` fixed,
-    or trainable with ``train_eps=True``)."""
+    or trainable with ``train_eps=True``). When ``nn`` is a Sequential that starts with a
+    narrowing Linear, that Linear runs before the aggregation (the same result, fewer bytes
+    gathered)."""
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False, **kwargs):
         super().__init__()
@@ -265,6 +281,18 @@ class GINConv(torch.nn.Module):
         x = _input(x, "GINConv")
         n = x.shape[0]
         h = resolve(edge_index, n)
+        first = self.nn[0] if isinstance(self.nn, torch.nn.Sequential) and len(self.nn) else None
+        if (isinstance(first, torch.nn.Linear) and first.out_features < first.in_features
+                and x.shape[1] == first.in_features):
+            # The MLP's first Linear commutes with the aggregation and the (1 + eps) self term:
+            # applying it first gathers out_features per edge instead of in_features.
+            y, width = _lin(x, first.weight)
+            out = (_aggregate(h, "sum", y, n) + (1 + self.eps) * y)[:, :width]
+            if first.bias is not None:
+                out = out + first.bias
+            for m in list(self.nn)[1:]:
+                out = m(out)
+            return out
         out = _aggregate(h, "sum", x, n)
         out = out + (1 + self.eps) * x
         return self.nn(out)
