@@ -188,12 +188,47 @@ TEST(TrainCli, JsonOutputCheckpointsAndErrors) {
            {"--weight-decay -0.1", "--weight-decay"},
            {"--split time", "--split"},
            {"--split time --dataset rmat:6", "--split"},
-           {"--split time --dataset planted:300", "--split"}}) {
+           {"--split time --dataset planted:300", "--split"},
+           {"--symmetrize maybe", "--symmetrize"},
+           {"--edge-index-rows rows", "--edge-index-rows"},
+           {"--normalize-features yes", "--normalize-features"}}) {
     out = run_cli("train --model gcn --epochs 1 --device cpu " + args, &rc);
     EXPECT_NE(rc, 0) << args << "\n" << out;
     EXPECT_NE(out.find(needle), std::string::npos) << args << "\n" << out;
   }
   std::remove(ckpt.c_str());
+}
+
+// What the input went through is chosen by rules PyG users can predict and is reported: a
+// generated graph is taken as given unless --symmetrize on; the built-in dataset's Gaussian
+// (signed) features are left alone by --normalize-features auto.
+TEST(TrainCli, InputTransformsAreExplicitAndReported) {
+  int rc = 0;
+  auto field = [](const std::string& out, const std::string& key) {
+    const auto at = out.find("\"" + key + "\": ");
+    return at == std::string::npos ? std::string("missing")
+                                   : out.substr(at + key.size() + 4, 4);
+  };
+  std::string out = run_cli("train --model gcn --dataset er:400:5:3 --features 8 --classes 3 "
+                            "--epochs 1 --eval-every 0 --device cpu --format json", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(field(out, "symmetrized"), "fals") << out;
+  EXPECT_EQ(field(out, "normalized_features"), "fals") << out;
+  const auto nnz_of = [](const std::string& o) {
+    const auto at = o.find("\"nnz\": ");
+    return std::stoll(o.substr(at + 7));
+  };
+  const long long directed = nnz_of(out);
+  out = run_cli("train --model gcn --dataset er:400:5:3 --features 8 --classes 3 --epochs 1 "
+                "--eval-every 0 --device cpu --format json --symmetrize on --normalize-features on",
+                &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(field(out, "symmetrized"), "true") << out;
+  EXPECT_EQ(field(out, "normalized_features"), "true") << out;
+  EXPECT_GT(nnz_of(out), directed);
+  out = run_cli("train --model gcn --dataset builtin --epochs 1 --device cpu", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("features as given (auto: signed"), std::string::npos) << out;
 }
 
 // --profile: the phase table (and its JSON form) after training; trainable eps and GAT + MaxK
