@@ -10,7 +10,8 @@ import torch.nn.functional as F
 import spgnn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "data"))
+DATA = os.environ.get("SPGNN_DATA") or os.path.normpath(
+    os.path.join(HERE, "..", "..", "..", "shared", "data"))
 
 
 def parser(description, dataset="cora", epochs=200, lr=0.01, weight_decay=5e-4):
