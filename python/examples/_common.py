@@ -54,6 +54,17 @@ def conv_module(args):
     return spgnn.nn
 
 
+def run(build, label, args):
+    """An example's main: the dataset, the model from `build(nn, in, classes)` on spgnn.nn (or
+    PyG's layers with --pyg), training, and the result."""
+    d = load(args)
+    torch.manual_seed(args.seed)
+    model = build(conv_module(args), d.x.shape[1], d.num_classes)
+    acc, ms = train(model, d, args)
+    print(f"{label} on {d.name} ({'PyG' if args.pyg else 'spgnn'}): test accuracy {acc:.4f}, "
+          f"{ms:.2f} ms per training step")
+
+
 def train(model, d, args, log=True):
     """Full-batch training; returns the test accuracy at the best validation epoch and the
     median ms of a training step."""

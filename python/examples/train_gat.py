@@ -7,7 +7,7 @@
 import torch
 import torch.nn.functional as F
 
-from _common import conv_module, load, parser, train
+from _common import parser, run
 
 
 def build(nn, fin, classes, hidden=8, heads=8):
@@ -28,14 +28,7 @@ def build(nn, fin, classes, hidden=8, heads=8):
 
 
 def main():
-    args = parser(__doc__.splitlines()[0], lr=0.005).parse_args()
-    d = load(args)
-    nn = conv_module(args)
-    torch.manual_seed(args.seed)
-    model = build(nn, d.x.shape[1], d.num_classes)
-    acc, ms = train(model, d, args)
-    print(f"GAT on {d.name} ({'PyG' if args.pyg else 'spgnn'}): test accuracy {acc:.4f}, "
-          f"{ms:.2f} ms per training step")
+    run(build, "GAT", parser(__doc__.splitlines()[0], lr=0.005).parse_args())
 
 
 if __name__ == "__main__":

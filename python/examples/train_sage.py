@@ -7,7 +7,7 @@
 import torch
 import torch.nn.functional as F
 
-from _common import conv_module, load, parser, train
+from _common import parser, run
 
 
 def build(nn, fin, classes, hidden=256):
@@ -28,13 +28,7 @@ def build(nn, fin, classes, hidden=256):
 
 def main():
     args = parser(__doc__.splitlines()[0], dataset="amazon-computers").parse_args()
-    d = load(args)
-    nn = conv_module(args)
-    torch.manual_seed(args.seed)
-    model = build(nn, d.x.shape[1], d.num_classes)
-    acc, ms = train(model, d, args)
-    print(f"GraphSAGE on {d.name} ({'PyG' if args.pyg else 'spgnn'}): test accuracy {acc:.4f}, "
-          f"{ms:.2f} ms per training step")
+    run(build, "GraphSAGE", args)
 
 
 if __name__ == "__main__":

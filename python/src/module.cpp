@@ -48,6 +48,15 @@ Cbsr cbsr_of(const Tensor& data, const Tensor& index, int64_t F) {
 // Undefined edge operands mean "the graph's own values" to the C++ ops.
 Tensor edge_operand(const OptArray& e) { return view(e, "e"); }
 
+GatParams gat_params(int64_t heads, float slope, float dropout, uint64_t seed) {
+  GatParams p;
+  p.heads = heads;
+  p.negative_slope = slope;
+  p.attn_dropout = dropout;
+  p.dropout_seed = seed;
+  return p;
+}
+
 nb::dict graph_info(uintptr_t h) {
   auto e = lookup(h);
   const Graph& g = e->g;
@@ -237,11 +246,7 @@ NB_MODULE(_C, m) {
         auto g = lookup(h);
         Tensor f = view(feat, "feat"), l = view(el, "el"), r = view(er, "er"),
                o = view(out, "out"), a = view(attn, "attn");
-        GatParams p;
-        p.heads = heads;
-        p.negative_slope = slope;
-        p.attn_dropout = dropout;
-        p.dropout_seed = seed;
+        const GatParams p = gat_params(heads, slope, dropout, seed);
         const OpOptions opt = options_for(stream, strategy);
         nb::gil_scoped_release unlocked;
         gat_aggregate(g->g, f, l, r, p, o, a, opt);
@@ -260,11 +265,7 @@ NB_MODULE(_C, m) {
                a = view(attn, "attn"), go = view(grad_out, "grad_out"),
                gf = view(grad_feat, "grad_feat"), gl = view(grad_el, "grad_el"),
                gr = view(grad_er, "grad_er");
-        GatParams p;
-        p.heads = heads;
-        p.negative_slope = slope;
-        p.attn_dropout = dropout;
-        p.dropout_seed = seed;
+        const GatParams p = gat_params(heads, slope, dropout, seed);
         const OpOptions opt = options_for(stream, strategy);
         nb::gil_scoped_release unlocked;
         gat_aggregate_backward(g->g, f, l, r, a, go, p, gf, gl, gr, opt);

@@ -163,31 +163,26 @@ Tensor Tensor::to(Device device) const {
   return t;
 }
 
-void Tensor::copy_from(const Tensor& src) {
-  SPGNN_CHECK(defined_ && src.defined_, InvalidArgument, "copy_from: undefined tensor");
-  SPGNN_CHECK(src.dtype_ == dtype_ && src.numel_ == numel_, InvalidArgument,
-              "copy_from: source ", dtype_name(src.dtype_), src.shape_str(), " does not match ",
-              dtype_name(dtype_), shape_str());
-  const size_t n = nbytes();
+namespace {
+// Both copy_from forms: synchronous, or ordered on `stream` when `on_stream`.
+void copy_bytes(Tensor& dst, const Tensor& src, bool on_stream, void* stream) {
+  SPGNN_CHECK(dst.defined() && src.defined(), InvalidArgument, "copy_from: undefined tensor");
+  SPGNN_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(), InvalidArgument,
+              "copy_from: source ", dtype_name(src.dtype()), src.shape_str(), " does not match ",
+              dtype_name(dst.dtype()), dst.shape_str());
+  const size_t n = dst.nbytes();
   if (n == 0) return;
-  const bool sd = src.device_.is_cuda(), dd = device_.is_cuda();
-  if (!sd && !dd) std::memcpy(ptr_, src.ptr_, n);
-  else if (!sd && dd) detail::cuda_copy(ptr_, src.ptr_, n, 0);
-  else if (sd && !dd) detail::cuda_copy(ptr_, src.ptr_, n, 1);
-  else detail::cuda_copy(ptr_, src.ptr_, n, 2);
+  const bool sd = src.device().is_cuda(), dd = dst.device().is_cuda();
+  const int dir = !sd ? 0 : !dd ? 1 : 2;
+  if (!sd && !dd) std::memcpy(dst.raw(), src.raw(), n);
+  else if (on_stream) detail::cuda_copy_async(dst.raw(), src.raw(), n, dir, stream);
+  else detail::cuda_copy(dst.raw(), src.raw(), n, dir);
 }
+}  // namespace
 
-void Tensor::copy_from(const Tensor& src, void* stream) {
-  SPGNN_CHECK(defined_ && src.defined_, InvalidArgument, "copy_from: undefined tensor");
-  SPGNN_CHECK(src.dtype_ == dtype_ && src.numel_ == numel_, InvalidArgument,
-              "copy_from: source ", dtype_name(src.dtype_), src.shape_str(), " does not match ",
-              dtype_name(dtype_), shape_str());
-  const size_t n = nbytes();
-  if (n == 0) return;
-  const bool sd = src.device_.is_cuda(), dd = device_.is_cuda();
-  if (!sd && !dd) std::memcpy(ptr_, src.ptr_, n);
-  else detail::cuda_copy_async(ptr_, src.ptr_, n, !sd ? 0 : !dd ? 1 : 2, stream);
-}
+void Tensor::copy_from(const Tensor& src) { copy_bytes(*this, src, false, nullptr); }
+
+void Tensor::copy_from(const Tensor& src, void* stream) { copy_bytes(*this, src, true, stream); }
 
 Tensor Tensor::reshape(std::vector<int64_t> shape) const {
   int64_t n = 1;
