@@ -30,7 +30,6 @@ enum class EdgeIndexRows : uint8_t {
   dst_src,    // edge_index[0] = target (the receiving vertex, a row of A), [1] = source
 };
 EdgeIndexRows parse_edge_index_rows(const std::string& s);  // "auto", "src,dst", "dst,src"
-const char* edge_index_rows_name(EdgeIndexRows r);
 GraphFormat parse_graph_format(const std::string& s);
 const char* graph_format_name(GraphFormat f);
 

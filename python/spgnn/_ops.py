@@ -66,7 +66,7 @@ def graph_from_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
     from .graph import _edge_index_graph
     # A fresh handle, not a view of the cached graph's: torch.compile may recycle the storage of
     # an op's output once it is done with it.
-    return wrap_handle(C.rehandle(_addr(_edge_index_graph(edge_index, num_nodes).handle())))
+    return _edge_index_graph(edge_index, num_nodes).fresh_handle()
 
 
 @register_fake(f"{_lib}::graph_from_edge_index")
@@ -88,15 +88,14 @@ def _(h, kind):
     return _fake_handle(nnz_of(h) if kind in _SAME_NNZ else _new_size())
 
 
-_NODE_SHAPED = {"inv_degree": torch.float32, "out_degree": torch.float32}
+_NODE_SHAPED = ("inv_degree",)
 
 
 @custom_op(f"{_lib}::graph_tensor", mutates_args=())
 def graph_tensor(h: Tensor, name: str, like: Tensor, rows: int) -> Tensor:
     """A fresh copy of one of the graph's arrays (see _C.graph_tensor) on `like`'s device, in
     `like`'s float dtype for float arrays. `rows` is the length of node-shaped arrays
-    (inv_degree: the graph's rows; out_degree: its columns), which fake tensors cannot read off
-    the handle."""
+    (inv_degree: the graph's rows), which fake tensors cannot read off the handle."""
     shape, dtype = C.graph_tensor_spec(_addr(h), name)
     if name in _NODE_SHAPED and shape[0] != rows:
         raise ValueError(f"graph_tensor({name}): the graph has {shape[0]} such rows, not {rows}")
@@ -110,8 +109,6 @@ def graph_tensor(h: Tensor, name: str, like: Tensor, rows: int) -> Tensor:
 def _(h, name, like, rows):
     if name in _NODE_SHAPED:
         return like.new_empty((rows,))
-    if name == "rowptr":
-        return like.new_empty((_new_size(),), dtype=torch.int64)
     if name == "values":
         return like.new_empty((nnz_of(h),))
     return like.new_empty((nnz_of(h),), dtype=torch.int64)

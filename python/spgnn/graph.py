@@ -158,8 +158,13 @@ class Graph:
                 f"device={self.device}, weighted={self.has_weights})")
 
     def handle(self) -> Tensor:
-        """The op-level handle (internal)."""
+        """The op-level handle (internal): a view of the graph's own handle storage, which
+        torch.compile treats as a graph input and never recycles."""
         return _ops.handle_from_base(self._base, self._nnz)
+
+    def fresh_handle(self) -> Tensor:
+        """A handle with storage of its own, for an op to return (internal)."""
+        return _ops.wrap_handle(C.rehandle(self._base.untyped_storage().data_ptr()))
 
     def _tensor(self, name: str) -> Tensor:
         like = torch.empty(0, device=self.device)

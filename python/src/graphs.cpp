@@ -184,29 +184,21 @@ Tensor iota(int64_t n) {
 // The host-side content of graph_tensor(name).
 Tensor host_tensor(const GraphEntry& e, const std::string& name) {
   const Graph& h = e.host_graph();
-  if (name == "rowptr") return as_i64(h.rowptr);
   if (name == "row") return h.nnz() ? as_i64(h.row) : Tensor::empty({0}, DType::i64);
   if (name == "col") return h.nnz() ? as_i64(h.col) : Tensor::empty({0}, DType::i64);
   if (name == "edge_source") return e.edge_source.defined() ? e.edge_source : iota(h.nnz());
   if (name == "values") return h.has_values() ? h.val : Tensor::full({h.nnz()}, DType::f32, 1.0);
-  if (name == "inv_degree" || name == "out_degree") {
-    const bool in = name == "inv_degree";
-    Tensor t = Tensor::zeros({in ? h.n_rows : h.n_cols}, DType::f32);
+  if (name == "inv_degree") {
+    Tensor t = Tensor::zeros({h.n_rows}, DType::f32);
     float* p = t.data<float>();
     Tensor rp = as_i64(h.rowptr);
     const int64_t* r = rp.data<int64_t>();
-    if (in) {
-      for (int64_t v = 0; v < h.n_rows; ++v)
-        p[v] = r[v + 1] > r[v] ? 1.f / static_cast<float>(r[v + 1] - r[v]) : 0.f;
-    } else if (h.nnz()) {
-      Tensor c = as_i64(h.col);
-      const int64_t* cp = c.data<int64_t>();
-      for (int64_t k = 0; k < h.nnz(); ++k) p[cp[k]] += 1.f;
-    }
+    for (int64_t v = 0; v < h.n_rows; ++v)
+      p[v] = r[v + 1] > r[v] ? 1.f / static_cast<float>(r[v + 1] - r[v]) : 0.f;
     return t;
   }
   throw InvalidArgument("graph_tensor: unknown name '" + name +
-                        "' (rowptr, row, col, edge_source, values, inv_degree, out_degree)");
+                        "' (row, col, edge_source, values, inv_degree)");
 }
 
 }  // namespace
@@ -266,6 +258,10 @@ std::shared_ptr<GraphEntry> derive(const std::shared_ptr<GraphEntry>& e, const s
     b.self_loops = SelfLoopPolicy::add;
     out = graph_from_edge_tensors(h.n_rows, h.n_cols, h.row, h.col, Tensor(), b, &source);
   } else if (kind == "pattern") {
+    if (!h.has_values()) {
+      e->derived.erase(kind);  // already a pattern: a copy would only double its memory
+      return e;
+    }
     out = h;
     out.val = Tensor();
   } else if (kind == "transpose") {
@@ -327,15 +323,12 @@ nb::object handle_of(const std::shared_ptr<GraphEntry>& e) {
 
 std::vector<int64_t> graph_tensor_shape(const GraphEntry& e, const std::string& name) {
   const Graph& g = e.g;
-  if (name == "rowptr") return {g.n_rows + 1};
   if (name == "inv_degree") return {g.n_rows};
-  if (name == "out_degree") return {g.n_cols};
   return {g.nnz()};
 }
 
 DType graph_tensor_dtype(const std::string& name) {
-  return name == "values" || name == "inv_degree" || name == "out_degree" ? DType::f32
-                                                                          : DType::i64;
+  return name == "values" || name == "inv_degree" ? DType::f32 : DType::i64;
 }
 
 void graph_tensor(const std::shared_ptr<GraphEntry>& e, const std::string& name, Tensor& out,

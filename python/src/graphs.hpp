@@ -53,9 +53,9 @@ std::shared_ptr<GraphEntry> make_entry_for(Graph host, Device device, const std:
 std::shared_ptr<GraphEntry> lookup(uintptr_t handle_address);
 // A new handle array for `e` (the owner keeps `e` alive).
 nb::object handle_of(const std::shared_ptr<GraphEntry>& e);
-// Writes a graph array into `out` (on the graph's device, ordered on `stream`): "rowptr", "row",
-// "col", "edge_source" (int64), "values" (float32, ones when the graph has none), "inv_degree"
-// (float32 [n_rows], 1/in-degree, 0 for rows without edges), "out_degree" (float32 [n_cols]).
+// Writes a graph array into `out` (on the graph's device, ordered on `stream`): "row", "col",
+// "edge_source" (int64 [nnz]), "values" (float32 [nnz], ones when the graph has none),
+// "inv_degree" (float32 [n_rows], 1/in-degree, 0 for rows without edges).
 void graph_tensor(const std::shared_ptr<GraphEntry>& e, const std::string& name, Tensor& out,
                   void* stream);
 // Shapes graph_tensor() writes, so Python can allocate the output.

@@ -385,13 +385,4 @@ NB_MODULE(_C, m) {
                                t.is_external());
       },
       "array"_a.noconvert());
-  m.def(
-      "strategies",
-      [](const std::string& op) {
-        std::vector<std::string> names;
-        const OpKind k = op == "sddmm" ? OpKind::sddmm : OpKind::spmm;
-        for (const auto& s : list_strategies(k)) names.push_back(s.name);
-        return names;
-      },
-      "op"_a);
 }

@@ -86,9 +86,9 @@ def randn(gen, *shape, dtype=torch.float32, device="cpu"):
 
 # ---- pure-torch references (float64) -------------------------------------------------------------
 
-def ref_gspmm(ei, n_dst, op, reduce, u, e):
-    src, dst = ei[0], ei[1]
-    E = src.shape[0]
+def ref_messages(ei, op, u, e):
+    """The float64 message of every edge, [E, F]."""
+    src = ei[0]
     if u is not None:
         u = u.double()
     if e is not None:
@@ -96,13 +96,17 @@ def ref_gspmm(ei, n_dst, op, reduce, u, e):
         if e.dim() == 1:
             e = e.unsqueeze(1)
     if op == "copy_u":
-        msg = u[src]
-    elif op == "copy_e":
-        msg = e
-    else:
-        x = u[src]
-        msg = {"u_add_e": x + e, "u_sub_e": x - e, "u_mul_e": x * e, "u_div_e": x / e}[op]
-    F = msg.shape[1]
+        return u[src]
+    if op == "copy_e":
+        return e
+    x = u[src]
+    return {"u_add_e": x + e, "u_sub_e": x - e, "u_mul_e": x * e, "u_div_e": x / e}[op]
+
+
+def ref_gspmm(ei, n_dst, op, reduce, u, e):
+    msg = ref_messages(ei, op, u, e)
+    dst = ei[1]
+    E, F = msg.shape
     out = torch.zeros(n_dst, F, dtype=torch.float64, device=msg.device)
     deg = torch.zeros(n_dst, dtype=torch.float64, device=msg.device).index_add_(
         0, dst, torch.ones(E, dtype=torch.float64, device=msg.device))
@@ -114,6 +118,20 @@ def ref_gspmm(ei, n_dst, op, reduce, u, e):
     red = "amax" if reduce == "max" else "amin"
     out = out.scatter_reduce(0, dst.unsqueeze(1).expand(-1, F), msg, red, include_self=False)
     return torch.where(deg.unsqueeze(1) > 0, out, torch.zeros_like(out))
+
+
+def ref_selected_sum(ei, n_dst, op, reduce, u, e):
+    """For max/min: a function of (u, e) that sums, per output, the messages that the reduction
+    selects at (u, e), with that selection held fixed. Its gradient at |u|, |e| and |upstream| is
+    the sum of the |terms| that make up the max/min gradient, the scale its error is held to."""
+    msg = ref_messages(ei, op, u, e)
+    out = ref_gspmm(ei, n_dst, op, reduce, u, e)
+    mask = (msg == out[ei[1]]).double()
+
+    def fn(uu, ee):
+        m = ref_messages(ei, op, uu, ee) * mask
+        return torch.zeros_like(out).index_add(0, ei[1], m)
+    return fn
 
 
 def ref_gsddmm(ei, op, lhs, rhs, lt, rt):

@@ -72,14 +72,23 @@ Storage::~Storage() {
   else detail::cuda_free(ptr, device.index);
 }
 
-Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, Device device) {
+namespace {
+// The element count of `shape`, checked against negative dimensions and overflow (of the byte
+// count too, for 8-byte elements) before anything is allocated or addressed.
+int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& what) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    SPGNN_CHECK(d >= 0, InvalidArgument, "tensor shape has a negative dimension (", d, ")");
+    SPGNN_CHECK(d >= 0, InvalidArgument, what, " has a negative dimension (", d, ")");
     SPGNN_CHECK(d == 0 || n <= std::numeric_limits<int64_t>::max() / 8 / d, InvalidArgument,
-                "tensor of shape with dimension ", d, " is too large to address");
+                what, " with dimension ", d, " is too large to address");
     n *= d;
   }
+  return n;
+}
+}  // namespace
+
+Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, Device device) {
+  const int64_t n = checked_numel(shape, "tensor shape");
   Tensor t;
   t.shape_ = std::move(shape);
   t.numel_ = n;
@@ -98,13 +107,7 @@ Tensor Tensor::from_external(void* data, std::vector<int64_t> shape,
               ": an external tensor needs an owner that keeps its memory alive");
   SPGNN_CHECK(strides.empty() || strides.size() == shape.size(), InvalidArgument, what, ": ",
               strides.size(), " strides for ", shape.size(), " dimensions");
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    SPGNN_CHECK(d >= 0, InvalidArgument, what, ": negative dimension ", d);
-    SPGNN_CHECK(d == 0 || n <= std::numeric_limits<int64_t>::max() / 8 / d, InvalidArgument,
-                what, ": too many elements to address");
-    n *= d;
-  }
+  const int64_t n = checked_numel(shape, what);
   if (n > 0 && !strides.empty()) {
     int64_t expect = 1;
     for (size_t i = shape.size(); i-- > 0;) {

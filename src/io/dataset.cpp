@@ -115,15 +115,6 @@ EdgeIndexRows parse_edge_index_rows(const std::string& s) {
                         "= source) or dst,src (row 0 = target)");
 }
 
-const char* edge_index_rows_name(EdgeIndexRows r) {
-  switch (r) {
-    case EdgeIndexRows::automatic: return "auto";
-    case EdgeIndexRows::src_dst: return "src,dst";
-    case EdgeIndexRows::dst_src: return "dst,src";
-  }
-  return "?";
-}
-
 namespace io {
 
 Graph read_edge_index(const std::string& path, const ReadOptions& options, int64_t n,
