@@ -6,6 +6,7 @@
 #   dir  er --n 232965 --avg-degree 489 --seed 1                (~113.8M edges, directed)
 #   SPGNN=build/spgnn  PYTHONPATH=build/python  GRAPHS="sym dir"  EPOCHS=20
 #   MODELS=gcn,gin,sage,gat  SKIP_PYG=1  SKIP_COMPILE=1  OUT_JSON_DIR=dir for the JSON results
+#   SPLIT=mask|index   training nodes as a boolean mask (default) or an index tensor
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SPGNN="${SPGNN:-$ROOT/build/spgnn}"
@@ -27,8 +28,9 @@ for g in ${GRAPHS:-sym dir}; do
     "$SPGNN" convert "$f.spg" "$f.npy" >&2
   fi
   json=()
-  [ -n "${OUT_JSON_DIR:-}" ] && json=(--json "$OUT_JSON_DIR/python-suite-$g.json")
+  [ -n "${OUT_JSON_DIR:-}" ] && json=(--json "$OUT_JSON_DIR/python-suite-$g-${SPLIT:-mask}.json")
   python3 "$ROOT/bench/python_vs_pyg.py" --spgnn "$SPGNN" --graph "$f.npy" --graph-spg "$f.spg" \
     --name "reddit-$g" --epochs "${EPOCHS:-20}" --models "${MODELS:-gcn,gin,sage,gat}" \
+    --split "${SPLIT:-mask}" \
     "${extra[@]}" "${json[@]}"
 done

@@ -51,6 +51,8 @@ def main():
     ap.add_argument("--classes", type=int, default=41)
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--split", choices=("mask", "index"), default="mask",
+                    help="training nodes as a boolean mask or an index tensor")
     ap.add_argument("--skip-pyg", action="store_true")
     ap.add_argument("--skip-compile", action="store_true")
     ap.add_argument("--json", default="")
@@ -60,10 +62,10 @@ def main():
     g = torch.Generator().manual_seed(1)
     x = (torch.rand(n, a.features, generator=g) * 2 - 1).to(dev)
     y = torch.randint(0, a.classes, (n,), generator=g).to(dev)
-    mask = (torch.rand(n, generator=g) < 0.6).to(dev)
+    mask = speed.training_split(n, a.split, g, dev)
     label = a.name or os.path.basename(a.graph)
-    print(f"{label}: {n} nodes, {ei.shape[1]} edges, torch {torch.__version__}, "
-          f"{torch.cuda.get_device_name()}", flush=True)
+    print(f"{label}: {n} nodes, {ei.shape[1]} edges, training nodes by {a.split}, torch "
+          f"{torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
     fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else str(v)  # noqa: E731
     print(f"{'model':<6} {'spgnn train':>12} {'spgnn.nn':>10} {'compiled':>10} {'PyG ei':>10} "
           f"{'PyG adj_t':>10} {'nn/train':>9} {'vs PyG':>8} {'compiled/eager':>15}", flush=True)
@@ -104,7 +106,7 @@ def main():
         rows[name] = r
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"graph": label, "nodes": n, "edges": int(ei.shape[1]),
+            json.dump({"graph": label, "nodes": n, "edges": int(ei.shape[1]), "split": a.split,
                        "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
                        "ms": rows}, f, indent=1)
     return 0

@@ -61,8 +61,15 @@ def wrap_handle(obj_nnz) -> Tensor:
 
 # ---- graphs ----------------------------------------------------------------------------------------
 
+def _eager(*ts: Tensor) -> bool:
+    """True outside torch.compile's tracing, on real tensors: graph lookups then skip the
+    custom-op dispatch (tens of microseconds of host time per call, which a training step whose
+    loss syncs on a boolean mask pays while the GPU waits)."""
+    return not torch.compiler.is_compiling() and all(type(t) is Tensor for t in ts)
+
+
 @custom_op(f"{_lib}::graph_from_edge_index", mutates_args=())
-def graph_from_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
+def _graph_from_edge_index_op(edge_index: Tensor, num_nodes: int) -> Tensor:
     from .graph import _edge_index_graph
     # A fresh handle, not a view of the cached graph's: torch.compile may recycle the storage of
     # an op's output once it is done with it.
@@ -74,18 +81,32 @@ def _(edge_index, num_nodes):
     return _fake_handle(edge_index.shape[1])
 
 
+def graph_from_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
+    if _eager(edge_index):
+        from .graph import _edge_index_graph
+        return _edge_index_graph(edge_index, num_nodes).handle()
+    return _graph_from_edge_index_op(edge_index, num_nodes)
+
+
 # Derivations whose edge count equals the parent's.
 _SAME_NNZ = {"mean", "pattern", "transpose", "gcn_noloops"}
 
 
 @custom_op(f"{_lib}::graph_variant", mutates_args=())
-def graph_variant(h: Tensor, kind: str) -> Tensor:
+def _graph_variant_op(h: Tensor, kind: str) -> Tensor:
     return wrap_handle(C.derive(_addr(h), kind))
 
 
 @register_fake(f"{_lib}::graph_variant")
 def _(h, kind):
     return _fake_handle(nnz_of(h) if kind in _SAME_NNZ else _new_size())
+
+
+def graph_variant(h: Tensor, kind: str) -> Tensor:
+    """The handle of a derived graph (built once, cached with its parent)."""
+    if _eager(h):
+        return wrap_handle(C.derive(_addr(h), kind))
+    return _graph_variant_op(h, kind)
 
 
 _NODE_SHAPED = ("inv_degree",)

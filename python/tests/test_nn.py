@@ -63,7 +63,9 @@ def _compare(ref, ours, x, ei, edge_arg, up_seed=1, ref_extra=()):
 def test_layer_matches_pyg(gen, device, kind, name, kw, _):
     ei, n = make_edge_index(kind, gen)
     ei = ei.to(device)
-    for fin, fout in ((7, 5), (16, 33)):
+    # the aggregation runs on the narrower side: after the transform at (33, 6), before it at
+    # (7, 5) and (16, 33), with widths padded to a multiple of 4 at (7, 5) and (33, 6)
+    for fin, fout in ((7, 5), (16, 33), (33, 6)):
         ref, ours = _pair(name, kw, fin, fout)
         ref, ours = ref.to(device), ours.to(device)
         x = randn(gen, n, fin, device=device)
@@ -91,7 +93,8 @@ def test_gin_matches_pyg(gen, device, train_eps, fin, hidden):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kw", [dict(), dict(normalize=False), dict(improved=True)])
-def test_gcn_edge_weight_matches_pyg(gen, device, kw):
+@pytest.mark.parametrize("fin,fout", [(5, 3), (3, 9)])  # transform-first, aggregate-first
+def test_gcn_edge_weight_matches_pyg(gen, device, kw, fin, fout):
     ei, n = make_edge_index("loops_dups", gen)
     if device == "cuda":
         # A node with several self loops takes its last loop's weight (PyG's rule, read off its
@@ -106,11 +109,11 @@ def test_gcn_edge_weight_matches_pyg(gen, device, kw):
                 seen.add(int(ei[0, i]))
         ei = ei[:, first]
     ei = ei.to(device)
-    ref, ours = _pair("GCNConv", kw, 5, 3)
+    ref, ours = _pair("GCNConv", kw, fin, fout)
     ref, ours = ref.to(device), ours.to(device)
     w = torch.rand(ei.shape[1], generator=gen).to(device)
     wr, wo = w.clone().requires_grad_(), w.clone().requires_grad_()
-    x = randn(gen, n, 5, device=device)
+    x = randn(gen, n, fin, device=device)
     yr, yo = ref(x, ei, wr), ours(x, ei, wo)
     assert rel_err(yo, yr) < TOL
     up = torch.randn(yr.shape, generator=gen).to(device)

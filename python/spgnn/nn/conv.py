@@ -14,7 +14,7 @@ and inputs that are not float32 (float64 on the CPU).
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -72,16 +72,43 @@ def _no_size(size, cls):
                                   "by spgnn.nn")
 
 
+def _padded(width: int) -> int:
+    """spgnn's kernels load 4 features at a time only when the width allows: at 41 features,
+    gnnone's SpMM on a 114M-edge graph took 9 ms, at 16 features 1.3 ms. Widths of 4 or more
+    are aggregated rounded up to a multiple of 4 (zero columns), and sliced back."""
+    return width if width < 4 else -(-width // 4) * 4
+
+
 def _lin(x: Tensor, weight: Tensor):
-    """x W^T with the output width rounded up to a multiple of 4 by zero rows of W, and the
-    true width: spgnn's kernels load 4 features at a time only when the width allows (at 41
-    features, gnnone's SpMM on a 114M-edge graph took 9 ms, at 16 features 1.3 ms). Padding
-    W costs nothing; the caller slices the aggregated result back to the true width."""
+    """x W^T with the output width padded (zero rows of W, which cost nothing) and the true
+    width; the caller slices the aggregated result back to the true width."""
     width = weight.shape[0]
-    pad = (-width) % 4
-    if pad == 0 or width < 4:
+    pad = _padded(width) - width
+    if pad == 0:
         return F.linear(x, weight), width
     return F.linear(x, F.pad(weight, (0, 0, 0, pad))), width
+
+
+def _linear_aggregate(x: Tensor, weight: Tensor, bias: Optional[Tensor], agg,
+                      root: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
+    """agg(x W^T) + b (+ x_root W_root^T when ``root`` is given), for a linear ``agg`` (a sum
+    or mean aggregation): it commutes with W, so the aggregation runs on the narrower side --
+    agg(x) W^T when x is not wider than the output, which also needs no SpMM in the backward
+    when x needs no gradient. Bias and root term ride in the GEMMs' epilogues."""
+    fin, fout = weight.shape[1], weight.shape[0]
+    base = F.linear(root[0], root[1], bias) if root is not None else None
+    if _padded(fin) <= _padded(fout):
+        pad = _padded(fin) - fin
+        a = agg(F.pad(x, (0, pad)) if pad else x)
+        a = a[:, :fin] if pad else a
+        if base is None:
+            return F.linear(a, weight, bias)
+        return torch.addmm(base, a, weight.t())
+    y, width = _lin(x, weight)
+    out = agg(y)[:, :width]
+    if base is not None:
+        return out + base
+    return out if bias is None else out + bias
 
 
 def _agg(h: Tensor, op: str, reduce: str, x: Tensor, n: int) -> Tensor:
@@ -133,24 +160,21 @@ class GCNConv(torch.nn.Module):
         x = _input(x, "GCNConv")
         n = x.shape[0]
         h = resolve(edge_index, n)
-        x, width = _lin(x, self.lin.weight)
         if edge_weight is None:
             if self.normalize:
-                out = _agg(_ops.graph_variant(h, self._variant()), "u_mul_e", "sum", x, n)
+                hv = _ops.graph_variant(h, self._variant())
+                agg = lambda t: _agg(hv, "u_mul_e", "sum", t, n)  # noqa: E731
             elif isinstance(edge_index, Graph) and edge_index.has_weights:
-                out = _agg(h, "u_mul_e", "sum", x, n)
+                agg = lambda t: _agg(h, "u_mul_e", "sum", t, n)  # noqa: E731
             else:
-                out = _agg(h, "copy_u", "sum", x, n)
+                agg = lambda t: _agg(h, "copy_u", "sum", t, n)  # noqa: E731
         else:
-            out = self._weighted(x, h, edge_index, edge_weight, n)
-        out = out[:, :width]
-        if self.bias is not None:
-            out = out + self.bias
-        return out
+            agg = self._weighted(x, h, edge_weight, n)
+        return _linear_aggregate(x, self.lin.weight, self.bias, agg)
 
-    def _weighted(self, x, h, edge_index, edge_weight, n):
-        """PyG's gcn_norm with caller-given edge weights, in torch ops (differentiable in the
-        weights) on spgnn's edge order; the aggregation is spgnn's."""
+    def _weighted(self, x, h, edge_weight, n):
+        """The aggregation with caller-given edge weights: PyG's gcn_norm in torch ops
+        (differentiable in the weights) on spgnn's edge order; the SpMM is spgnn's."""
         E = h.shape[0]
         check_float(edge_weight, "edge_weight", ndim=(1,), device=x.device, rows=E,
                     rows_name="the number of edges E", contiguous=False)
@@ -158,7 +182,7 @@ class GCNConv(torch.nn.Module):
         order = _ops.graph_tensor(h, "edge_source", x, 0)  # spgnn's edge i = input edge order[i]
         w = w.index_select(0, order)
         if not self.normalize:
-            return _ops.gspmm(h, "u_mul_e", "sum", x.contiguous(), w.contiguous(), n, "")
+            return lambda t: _ops.gspmm(h, "u_mul_e", "sum", t.contiguous(), w.contiguous(), n, "")
         hv = _ops.graph_variant(h, self._variant())
         src = _ops.graph_tensor(hv, "edge_source", x, 0)
         fill = 2.0 if self.improved else 1.0
@@ -169,8 +193,8 @@ class GCNConv(torch.nn.Module):
         deg = torch.zeros(n, dtype=w.dtype, device=w.device).index_add(0, row, wv)
         dinv = deg.pow(-0.5)
         dinv = torch.where(torch.isinf(dinv), torch.zeros_like(dinv), dinv)
-        norm = dinv.index_select(0, col) * wv * dinv.index_select(0, row)
-        return _ops.gspmm(hv, "u_mul_e", "sum", x.contiguous(), norm.contiguous(), n, "")
+        norm = (dinv.index_select(0, col) * wv * dinv.index_select(0, row)).contiguous()
+        return lambda t: _ops.gspmm(hv, "u_mul_e", "sum", t.contiguous(), norm, n, "")
 
     def __repr__(self):
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"
@@ -230,15 +254,14 @@ class SAGEConv(torch.nn.Module):
         x_root = x  # as in PyG, the root term reads x before the projection
         if self.project:
             x = F.relu(self.lin(x))
-        if self._reduce in ("sum", "mean") and self.out_channels < self.in_channels:
-            y, width = _lin(x, self.lin_l.weight)
-            out = _aggregate(h, self._reduce, y, n)[:, :width]
-            if self.lin_l.bias is not None:
-                out = out + self.lin_l.bias
+        root = (x_root, self.lin_r.weight) if self.root_weight else None
+        if self._reduce in ("sum", "mean"):
+            out = _linear_aggregate(x, self.lin_l.weight, self.lin_l.bias,
+                                    lambda t: _aggregate(h, self._reduce, t, n), root)
         else:
             out = self.lin_l(_aggregate(h, self._reduce, x, n))
-        if self.root_weight:
-            out = out + self.lin_r(x_root)
+            if root is not None:
+                out = out + self.lin_r(x_root)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return out
