@@ -67,6 +67,7 @@ def main():
     ap.add_argument("--rows", type=int, default=12)
     ap.add_argument("--gaps", type=int, default=0)
     ap.add_argument("--split", choices=("mask", "index"), default="mask")
+    ap.add_argument("--compile", action="store_true", help="the model under torch.compile")
     a = ap.parse_args()
     import spgnn
     dev = torch.device("cuda")
@@ -78,10 +79,11 @@ def main():
     for name in a.models.split(","):
         model = speed.make_model(spgnn.nn, name, 602, 41).to(dev)
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        run = torch.compile(model, fullgraph=True) if a.compile else model
 
         def step():
             opt.zero_grad()
-            F.cross_entropy(model(x, ei)[mask], y[mask]).backward()
+            F.cross_entropy(run(x, ei)[mask], y[mask]).backward()
             opt.step()
         for _ in range(3):
             step()
@@ -93,7 +95,8 @@ def main():
                 step()
             torch.cuda.synchronize()
         wall = (time.perf_counter() - t0) * 1e3 / a.steps
-        print(f"\n==== {name}: {wall:.2f} ms per step under the profiler", flush=True)
+        print(f"\n==== {name}{' (compiled)' if a.compile else ''}: {wall:.2f} ms per step under "
+              "the profiler", flush=True)
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=a.rows,
                                         max_name_column_width=60), flush=True)
         if a.gaps:

@@ -94,7 +94,9 @@ def _linear_aggregate(x: Tensor, weight: Tensor, bias: Optional[Tensor], agg,
     """agg(x W^T) + b (+ x_root W_root^T when ``root`` is given), for a linear ``agg`` (a sum
     or mean aggregation): it commutes with W, so the aggregation runs on the narrower side --
     agg(x) W^T when x is not wider than the output, which also needs no SpMM in the backward
-    when x needs no gradient. Bias and root term ride in the GEMMs' epilogues."""
+    when x needs no gradient. Bias and root term ride in the GEMMs' epilogues. Layers resolve
+    their graph inside ``agg``, after the GEMM is queued, so that in eager mode the GPU works on
+    it during the lookups (torch.compile's scheduler hoists the lookups either way)."""
     fin, fout = weight.shape[1], weight.shape[0]
     base = F.linear(root[0], root[1], bias) if root is not None else None
     if _padded(fin) <= _padded(fout):
@@ -159,17 +161,17 @@ class GCNConv(torch.nn.Module):
                 edge_weight: Optional[Tensor] = None) -> Tensor:
         x = _input(x, "GCNConv")
         n = x.shape[0]
-        h = resolve(edge_index, n)
-        if edge_weight is None:
-            if self.normalize:
-                hv = _ops.graph_variant(h, self._variant())
-                agg = lambda t: _agg(hv, "u_mul_e", "sum", t, n)  # noqa: E731
-            elif isinstance(edge_index, Graph) and edge_index.has_weights:
-                agg = lambda t: _agg(h, "u_mul_e", "sum", t, n)  # noqa: E731
-            else:
-                agg = lambda t: _agg(h, "copy_u", "sum", t, n)  # noqa: E731
+        if edge_weight is not None:
+            agg = self._weighted(x, resolve(edge_index, n), edge_weight, n)
         else:
-            agg = self._weighted(x, h, edge_weight, n)
+            def agg(t):
+                # The graph is looked up once the transform is queued (see _linear_aggregate).
+                h = resolve(edge_index, n)
+                if self.normalize:
+                    return _agg(_ops.graph_variant(h, self._variant()), "u_mul_e", "sum", t, n)
+                if isinstance(edge_index, Graph) and edge_index.has_weights:
+                    return _agg(h, "u_mul_e", "sum", t, n)
+                return _agg(h, "copy_u", "sum", t, n)
         return _linear_aggregate(x, self.lin.weight, self.bias, agg)
 
     def _weighted(self, x, h, edge_weight, n):
@@ -250,16 +252,16 @@ class SAGEConv(torch.nn.Module):
         _no_size(size, "SAGEConv")
         x = _input(x, "SAGEConv")
         n = x.shape[0]
-        h = resolve(edge_index, n)
         x_root = x  # as in PyG, the root term reads x before the projection
         if self.project:
             x = F.relu(self.lin(x))
         root = (x_root, self.lin_r.weight) if self.root_weight else None
         if self._reduce in ("sum", "mean"):
             out = _linear_aggregate(x, self.lin_l.weight, self.lin_l.bias,
-                                    lambda t: _aggregate(h, self._reduce, t, n), root)
+                                    lambda t: _aggregate(resolve(edge_index, n), self._reduce,
+                                                         t, n), root)
         else:
-            out = self.lin_l(_aggregate(h, self._reduce, x, n))
+            out = self.lin_l(_aggregate(resolve(edge_index, n), self._reduce, x, n))
             if root is not None:
                 out = out + self.lin_r(x_root)
         if self.normalize:
@@ -303,20 +305,19 @@ class GINConv(torch.nn.Module):
         _no_size(size, "GINConv")
         x = _input(x, "GINConv")
         n = x.shape[0]
-        h = resolve(edge_index, n)
         first = self.nn[0] if isinstance(self.nn, torch.nn.Sequential) and len(self.nn) else None
         if (isinstance(first, torch.nn.Linear) and first.out_features < first.in_features
                 and x.shape[1] == first.in_features):
             # The MLP's first Linear commutes with the aggregation and the (1 + eps) self term:
             # applying it first gathers out_features per edge instead of in_features.
             y, width = _lin(x, first.weight)
-            out = (_aggregate(h, "sum", y, n) + (1 + self.eps) * y)[:, :width]
+            out = (_aggregate(resolve(edge_index, n), "sum", y, n) + (1 + self.eps) * y)[:, :width]
             if first.bias is not None:
                 out = out + first.bias
             for m in list(self.nn)[1:]:
                 out = m(out)
             return out
-        out = _aggregate(h, "sum", x, n)
+        out = _aggregate(resolve(edge_index, n), "sum", x, n)
         out = out + (1 + self.eps) * x
         return self.nn(out)
 
@@ -378,13 +379,13 @@ class GATConv(torch.nn.Module):
         if x.dtype != torch.float32:
             raise TypeError(f"GATConv: spgnn's attention kernels take float32, got {x.dtype}")
         n, H, C = x.shape[0], self.heads, self.out_channels
-        h = resolve(edge_index, n)
-        if self.add_self_loops:
-            h = _ops.graph_variant(h, "loops")
         feat = self.lin(x)
         f3 = feat.view(n, H, C)
         el = (f3 * self.att_src).sum(-1)
         er = (f3 * self.att_dst).sum(-1)
+        h = resolve(edge_index, n)
+        if self.add_self_loops:
+            h = _ops.graph_variant(h, "loops")
         p = self.dropout if self.training else 0.0
         seed = (torch.randint(0, 2**62, (1,), dtype=torch.int64) if p > 0
                 else torch.zeros(1, dtype=torch.int64))
