@@ -28,7 +28,7 @@ def spgnn_json(a, name, extra=()):
            "--heads", str(heads), "--maxk", str(maxk), "--dataset", a.graph_spg or a.graph,
            "--features", str(a.features), "--classes", str(a.classes), "--epochs", str(a.epochs),
            "--eval-every", "0", "--device", a.device, "--format", "json", "--dropout", "0.5",
-           *extra]
+           "--symmetrize", "off", *extra]  # the graph as given, as PyG trains on it
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return "error: " + (p.stderr.strip().splitlines() or ["?"])[-1]
