@@ -14,7 +14,8 @@ SPGNN_PY_REQS="torch>=2.4 numpy scipy torch-geometric pytest nanobind>=2.0"
 
 spgnn_install_deps() {
   local pkgs=(g++ make cmake libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
-              libzstd-dev zlib1g-dev libopenblas-dev python3 python3-pip python3-venv python3-dev)
+              libzstd-dev zlib1g-dev libopenblas-dev libmetis-dev python3 python3-pip python3-venv
+              python3-dev)
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -87,6 +87,29 @@ TEST_F(Cli, GeneratePlantedDatasetDirectory) {
   EXPECT_EQ(nlohmann::json::parse(info.out)["n_rows"], 300);
 }
 
+TEST_F(Cli, PartitionDatasetDirectory) {
+  ASSERT_EQ(run("generate planted --n 400 --classes 4 -o " + path("ds")).code, 0);
+  auto r = run("partition " + path("ds") + " -o " + path("p3") + " --parts 3 --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["parts"], 3);
+  int64_t owned = 0;
+  for (const auto& p : j["part"]) owned += p["owned"].get<int64_t>();
+  EXPECT_EQ(owned, 400);
+  for (const char* f : {"meta.json", "owner.npy", "local_id.npy", "part-2/graph.spg",
+                        "part-0/x.npy", "part-1/train_idx.npy", "part-2/send_ids.npy"})
+    EXPECT_TRUE(fs::exists(path("p3/") + f)) << f;
+  // an existing output is kept unless --force
+  auto again = run("partition " + path("ds") + " -o " + path("p3") + " --parts 2");
+  EXPECT_NE(again.code, 0);
+  EXPECT_NE(again.out.find("already exists"), std::string::npos) << again.out;
+  auto forced = run("partition " + path("ds") + " -o " + path("p3") + " --parts 2 --method ldg "
+                    "--force --format json");
+  ASSERT_EQ(forced.code, 0) << forced.out;
+  EXPECT_EQ(nlohmann::json::parse(forced.out)["parts"], 2);
+  EXPECT_FALSE(fs::exists(path("p3/part-2")));
+}
+
 TEST_F(Cli, BadFlagsAreClearErrors) {
   struct Case {
     std::string args, expect;
@@ -113,6 +136,12 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       {"info er:10", "er:N:AVG_DEGREE"},
       {"info " + path("missing.mtx"), "missing.mtx"},
       {"info --index-width 16 rmat:5", "index-width"},
+      {"partition rmat:6 -o " + path("p") + " --parts 0", "parts"},
+      {"partition rmat:6 -o " + path("p") + " --parts 65", "every part needs a vertex"},
+      {"partition rmat:6 -o " + path("p") + " --method kahip", "method"},
+      {"partition rmat:6 -o " + path("p") + " --imbalance 0.5", "imbalance"},
+      {"partition rmat:6", "output"},
+      {"partition " + path("missing.mtx") + " -o " + path("p"), "missing.mtx"},
   };
   for (const auto& c : cases) {
     auto r = run(c.args);

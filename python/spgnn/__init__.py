@@ -6,6 +6,7 @@
   MaxK and the CBSR products, as differentiable torch custom ops that trace under
   torch.compile(fullgraph=True).
 - ``spgnn.nn``: drop-in GCNConv, SAGEConv, GINConv, GATConv and MaxK for torch_geometric.nn.
+- ``spgnn.partition``: edge-cut partitions (METIS, LDG, random, range) for several GPUs.
 
 The compiled core exchanges arrays through DLPack and links no PyTorch, so one build serves
 every torch >= 2.4. Ops read their inputs in place and run on the caller's current CUDA stream.
@@ -16,8 +17,10 @@ from . import _C
 from . import _ops  # noqa: F401  (registers the torch.ops.spgnn custom ops)
 from . import io, nn, ops
 from .graph import Graph, clear_cache
+from .partition import Partition, partition
 
 __version__ = getattr(_C, "__version__", "0.1.0")
 with_cuda = _C.with_cuda
 
-__all__ = ["Graph", "ops", "nn", "io", "clear_cache", "with_cuda", "__version__"]
+__all__ = ["Graph", "ops", "nn", "io", "clear_cache", "partition", "Partition", "with_cuda",
+           "__version__"]

@@ -17,6 +17,7 @@
 #include "graphs.hpp"
 #include "spgnn/io.hpp"
 #include "spgnn/ops.hpp"
+#include "spgnn/partition.hpp"
 #include "spgnn/schedule.hpp"
 
 namespace nb = nanobind;
@@ -141,6 +142,33 @@ NB_MODULE(_C, m) {
       },
       "handle"_a, "kind"_a);
   m.def("graph_info", &graph_info, "handle"_a);
+  // Owner part of every vertex (into `out`, int32 [n] on the host); returns (method run, note).
+  m.def(
+      "partition",
+      [](uintptr_t h, int64_t parts, const std::string& method, uint64_t seed, double imbalance,
+         const Array& out) {
+        auto e = lookup(h);
+        Tensor o = view(out, "out");
+        SPGNN_CHECK(o.dtype() == DType::i32 && !o.device().is_cuda() && o.ndim() == 1 &&
+                        o.dim(0) == e->g.n_rows,
+                    InvalidArgument, "partition: out must be int32 [", e->g.n_rows,
+                    "] on the host, got ", dtype_name(o.dtype()), " ", o.shape_str());
+        PartitionOptions po;
+        po.parts = parts;
+        po.method = parse_partition_method(method);
+        po.seed = seed;
+        po.imbalance = imbalance;
+        PartitionAssignment a;
+        {
+          nb::gil_scoped_release unlocked;
+          const Graph host = e->g.device().is_cuda() ? e->g.to(Device::cpu()) : e->g;
+          a = assign_parts(host, po);
+        }
+        std::copy(a.owner.begin(), a.owner.end(), o.data<int32_t>());
+        return std::make_tuple(std::string(partition_method_name(a.method_used)), a.note);
+      },
+      "handle"_a, "parts"_a, "method"_a, "seed"_a, "imbalance"_a, "out"_a.noconvert());
+  m.attr("have_metis") = have_metis();
   // A new handle (fresh storage) of the same graph.
   m.def(
       "rehandle",

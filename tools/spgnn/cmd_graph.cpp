@@ -1,4 +1,5 @@
-// spgnn generate / convert / info: graph files in and out, and what is in them.
+// spgnn generate / convert / info / partition: graph files in and out, what is in them, and
+// their partitions for training on several devices.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,8 @@
 #include "spgnn/commands.hpp"
 #include "spgnn/common.hpp"
 #include "spgnn/io.hpp"
+#include "spgnn/nn/model.hpp"
+#include "spgnn/partition.hpp"
 
 namespace spgnn::cli {
 
@@ -228,6 +231,99 @@ void register_info(CLI::App& app) {
               fixed(double(s.nnz) / load_s / 1e6, 2) + " M edges/s)";
     t.add({"load time", load});
     std::cout << t.str();
+  });
+}
+
+void register_partition(CLI::App& app) {
+  struct Opts {
+    std::string in, out, method = "metis";
+    int64_t parts = 2;
+    uint64_t seed = 1;
+    double imbalance = 1.05;
+    bool force = false;
+    std::string format = "table";
+    LoadFlags flags;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "partition", "Split a graph (and a dataset directory's features, labels and splits) into "
+                   "parts for multi-GPU training: an edge cut, with halo and send lists");
+  cmd->add_option("input", o->in, "Graph file, dataset directory, or generator spec")->required();
+  cmd->add_option("-o,--output", o->out, "Output directory (written whole, then renamed)")
+      ->required();
+  cmd->add_option("--parts", o->parts, "Number of parts (>= 1)")->capture_default_str();
+  cmd->add_option("--method", o->method,
+                  "metis (balances vertices and edges; ldg when METIS cannot take the graph), "
+                  "ldg (streaming), random, range")
+      ->check(CLI::IsMember({"metis", "ldg", "random", "range"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of random, ldg and METIS")->capture_default_str();
+  cmd->add_option("--imbalance", o->imbalance,
+                  "Allowed load of the heaviest part over the mean (metis, ldg)")
+      ->capture_default_str();
+  cmd->add_flag("--force", o->force, "Replace an existing output directory");
+  cmd->add_option("--format", o->format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  add_load_flags(*cmd, o->flags);
+  cmd->callback([o] {
+    SPGNN_CHECK(o->parts >= 1, InvalidArgument, "--parts must be >= 1, got ", o->parts);
+    SPGNN_CHECK(o->force || !std::filesystem::exists(o->out), InvalidArgument, "-o ", o->out,
+                ": already exists (remove it, or pass --force to replace it)");
+    Dataset d;
+    if (std::filesystem::is_directory(o->in)) {  // features, labels and splits come along
+      nn::DatasetOptions dopt;
+      dopt.symmetrize = o->flags.symmetrize;
+      dopt.edge_index_rows = parse_edge_index_rows(o->flags.edge_index_rows);
+      Progress prog("loading " + o->in);
+      d = nn::load_dataset(o->in, dopt);
+      prog.done();
+    } else {
+      d.graph = load_with_flags(o->in, o->flags);
+    }
+    PartitionOptions po;
+    po.parts = o->parts;
+    po.method = parse_partition_method(o->method);
+    po.seed = o->seed;
+    po.imbalance = o->imbalance;
+    const auto t0 = std::chrono::steady_clock::now();
+    const PartitionAssignment a = assign_parts(d.graph, po);
+    PartitionMeta meta;
+    meta.parts = o->parts;
+    meta.method = partition_method_name(a.method_used);
+    meta.note = a.note;
+    meta.source = o->in;
+    meta.feature_dim = d.x.defined() && d.x.ndim() == 2 ? d.x.dim(1) : 0;
+    meta.num_classes = d.num_classes;
+    const std::vector<LocalPart> parts = build_local_parts(d.graph, a.owner, o->parts, &meta.summary);
+    const double part_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write_partition_dir(d, a.owner, parts, meta, o->out, o->force);
+    if (o->format == "json") {
+      nlohmann::json j = {{"output", o->out}, {"parts", o->parts}, {"method", meta.method},
+                          {"note", meta.note}, {"edge_cut", meta.summary.edge_cut},
+                          {"halo_volume", meta.summary.halo_volume},
+                          {"num_edges", meta.summary.num_edges}, {"seconds", part_s}};
+      nlohmann::json per = nlohmann::json::array();
+      for (const LocalPart& lp : parts)
+        per.push_back({{"owned", lp.n_owned}, {"halo", lp.n_halo()}, {"edges", lp.graph.nnz()}});
+      j["part"] = per;
+      std::printf("%s\n", j.dump(1).c_str());
+      return;
+    }
+    if (!a.note.empty()) std::printf("note: %s\n", a.note.c_str());
+    const double e = std::max<double>(1, double(meta.summary.num_edges));
+    std::printf("%s: %lld parts by %s in %.2f s; edge cut %lld (%.1f%% of %lld edges), halo %lld "
+                "vertices\n",
+                o->out.c_str(), (long long)o->parts, meta.method.c_str(), part_s,
+                (long long)meta.summary.edge_cut, 100.0 * double(meta.summary.edge_cut) / e,
+                (long long)meta.summary.num_edges, (long long)meta.summary.halo_volume);
+    Table t({"part", "owned", "halo", "edges", "halo / owned"});
+    for (const LocalPart& lp : parts)
+      t.add({std::to_string(lp.part), std::to_string(lp.n_owned), std::to_string(lp.n_halo()),
+             std::to_string(lp.graph.nnz()),
+             fixed(lp.n_owned ? double(lp.n_halo()) / double(lp.n_owned) : 0.0, 2)});
+    std::printf("%s", t.str().c_str());
   });
 }
 

@@ -15,6 +15,7 @@ void register_bench(CLI::App& app);
 void register_strategies(CLI::App& app);
 void register_train(CLI::App& app);
 void register_tune(CLI::App& app);
+void register_partition(CLI::App& app);
 
 // Options shared by the commands that read a graph (canonicalisation on load).
 struct LoadFlags {

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   spgnn::cli::register_strategies(app);
   spgnn::cli::register_train(app);
   spgnn::cli::register_tune(app);
+  spgnn::cli::register_partition(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
