@@ -6,7 +6,8 @@
   MaxK and the CBSR products, as differentiable torch custom ops that trace under
   torch.compile(fullgraph=True).
 - ``spgnn.nn``: drop-in GCNConv, SAGEConv, GINConv, GATConv and MaxK for torch_geometric.nn.
-- ``spgnn.partition``: edge-cut partitions (METIS, LDG, random, range) for several GPUs.
+- ``spgnn.partition``: edge-cut partitions (METIS, LDG, random, range) for several GPUs, and
+  ``spgnn.distributed.HaloExchange``, the differentiable halo exchange of a partition's part.
 
 The compiled core exchanges arrays through DLPack and links no PyTorch, so one build serves
 every torch >= 2.4. Ops read their inputs in place and run on the caller's current CUDA stream.

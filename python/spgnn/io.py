@@ -9,7 +9,7 @@ import torch
 
 from ._runtime import C
 
-__all__ = ["read_npy", "read_dataset"]
+__all__ = ["read_npy", "read_dataset", "read_partition"]
 
 
 def read_npy(path: str) -> torch.Tensor:
@@ -33,6 +33,35 @@ def read_dataset(path: str, edge_index_rows: str = "auto") -> SimpleNamespace:
         mask = None
         if idx is not None:
             mask = torch.zeros(out.num_nodes, dtype=torch.bool)
+            mask[idx] = True
+        setattr(out, f"{split}_mask", mask)
+    return out
+
+
+def read_partition(path: str, part: int) -> SimpleNamespace:
+    """Part ``part`` of a directory written by ``spgnn partition`` (checked against its
+    meta.json): ``graph``, the local ``spgnn.Graph`` from ``num_local`` sources (owned vertices
+    first, then the halo grouped by owner part) to ``num_owned`` targets, and its
+    ``edge_index``/``edge_weight``; ``global_ids`` (local -> global), ``halo_offsets`` and
+    ``send_offsets``/``send_ids`` (what spgnn.distributed.HaloExchange moves); ``x``, ``y`` and
+    the splits of the owned vertices (``*_idx`` as local ids, ``*_mask`` over owned vertices)
+    when the partition was made from a dataset; ``parts``, ``num_nodes``, ``num_classes``."""
+    from .graph import Graph
+    if not isinstance(part, int) or isinstance(part, bool) or part < 0:
+        raise ValueError(f"part must be a non-negative int, got {part!r}")
+    d = C.read_partition_part(str(path), part)
+    out = SimpleNamespace(part=part, **{k: d[k] for k in (
+        "parts", "method", "num_nodes", "num_classes", "num_owned", "num_local")})
+    for key in ("edge_index", "edge_weight", "global_ids", "halo_offsets", "send_offsets",
+                "send_ids", "x", "y", "train_idx", "val_idx", "test_idx"):
+        setattr(out, key, None if d[key] is None else torch.from_dlpack(d[key]))
+    out.graph = Graph(out.edge_index, edge_weight=out.edge_weight,
+                      size=(out.num_local, out.num_owned))
+    for split in ("train", "val", "test"):
+        idx = getattr(out, f"{split}_idx")
+        mask = None
+        if idx is not None:
+            mask = torch.zeros(out.num_owned, dtype=torch.bool)
             mask[idx] = True
         setattr(out, f"{split}_mask", mask)
     return out

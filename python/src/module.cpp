@@ -401,6 +401,47 @@ NB_MODULE(_C, m) {
       },
       "dir"_a, "edge_index_rows"_a = "auto");
 
+  // One part of a partition directory (spgnn/partition.hpp), checked against its meta.json.
+  m.def(
+      "read_partition_part",
+      [](const std::string& dir, int64_t part) {
+        PartitionPart r;
+        Tensor ei;
+        {
+          nb::gil_scoped_release unlocked;
+          r = read_partition_part(dir, part);
+          // local edge_index in PyG's orientation: sources (owned or halo) first, then targets
+          const Graph& g = r.local.graph;
+          const int64_t e = g.nnz();
+          ei = Tensor::empty({2, e}, DType::i64);
+          const Tensor rows = g.row.astype(DType::i64), cols = g.col.astype(DType::i64);
+          if (e) {
+            std::copy(cols.data<int64_t>(), cols.data<int64_t>() + e, ei.data<int64_t>());
+            std::copy(rows.data<int64_t>(), rows.data<int64_t>() + e, ei.data<int64_t>() + e);
+          }
+        }
+        const LocalPart& lp = r.local;
+        nb::dict out;
+        out["parts"] = r.meta.parts;
+        out["method"] = r.meta.method;
+        out["num_nodes"] = r.meta.summary.num_nodes;
+        out["num_classes"] = r.meta.num_classes;
+        out["num_owned"] = lp.n_owned;
+        out["num_local"] = lp.n_owned + lp.n_halo();
+        out["edge_index"] = to_array(ei);
+        out["edge_weight"] = lp.graph.has_values() ? to_array(lp.graph.val) : nb::none();
+        out["global_ids"] = to_array(Tensor::from_vector(lp.global_ids));
+        out["halo_offsets"] = to_array(Tensor::from_vector(lp.halo_offsets));
+        out["send_offsets"] = to_array(Tensor::from_vector(lp.send_offsets));
+        out["send_ids"] = to_array(Tensor::from_vector(lp.send_ids));
+        for (auto [key, t] : {std::pair<const char*, const Tensor*>{"x", &r.x}, {"y", &r.y},
+                              {"train_idx", &r.train_idx}, {"val_idx", &r.val_idx},
+                              {"test_idx", &r.test_idx}})
+          out[key] = t->defined() ? to_array(*t) : nb::none();
+        return out;
+      },
+      "dir"_a, "part"_a);
+
   // ---- introspection --------------------------------------------------------------------------
   // What the C++ side sees of an array: its address, shape, dtype and device. The package's
   // tests use it to prove that arrays are read in place.
