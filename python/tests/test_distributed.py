@@ -1,4 +1,5 @@
-"""spgnn.distributed.HaloExchange on 2 and 3 CPU processes over gloo: on every part of a METIS
+"""spgnn.distributed.HaloExchange on 2 and 3 CPU processes over gloo (and on 2 GPUs over NCCL
+when there are two): on every part of a METIS
 partition (written by `spgnn partition` from a dataset directory), an aggregation of
 [x_owned; halo] over the local graph equals the whole graph's on the owned rows, forward and
 backward (the gradient of each owned row sums its own and its peers' contributions); bad
@@ -19,18 +20,23 @@ CLI = os.environ.get("SPGNN_CLI", os.path.join(os.path.dirname(spgnn.__file__), 
                                                 "spgnn"))
 
 
-def _worker(rank, world, init, pdir, x, up, want_out, want_grad, errors):
+def _worker(rank, world, init, backend, pdir, x, up, want_out, want_grad, errors):
     try:
-        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+        dev = torch.device(f"cuda:{rank}" if backend == "nccl" else "cpu")
+        if dev.type == "cuda":
+            torch.cuda.set_device(dev)
+        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world)
         p = spgnn.io.read_partition(pdir, rank)
         ex = HaloExchange(p)
+        graph = p.graph.to(dev)
         own = p.global_ids[: p.num_owned]
         for reduce in ("sum", "mean"):
-            xo = x[own].clone().requires_grad_()
-            out = ops.gspmm(p.graph, "copy_u", reduce, ex(xo))
-            torch.testing.assert_close(out, want_out[reduce][own], rtol=1e-5, atol=1e-6)
-            (out * up[own]).sum().backward()
-            torch.testing.assert_close(xo.grad, want_grad[reduce][own], rtol=1e-5, atol=1e-6)
+            xo = x[own].to(dev).requires_grad_()
+            out = ops.gspmm(graph, "copy_u", reduce, ex(xo))
+            torch.testing.assert_close(out.cpu(), want_out[reduce][own], rtol=1e-5, atol=1e-6)
+            (out * up[own].to(dev)).sum().backward()
+            torch.testing.assert_close(xo.grad.cpu(), want_grad[reduce][own], rtol=1e-5,
+                                       atol=1e-6)
         # a rank given another rank's part is refused
         wrong = spgnn.io.read_partition(pdir, (rank + 1) % world)
         with pytest.raises(ValueError, match="rank"):
@@ -40,8 +46,11 @@ def _worker(rank, world, init, pdir, x, up, want_out, want_grad, errors):
         errors.put(f"rank {rank}: {type(e).__name__}: {e}")
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_halo_exchange_matches_whole_graph(tmp_path, world):
+@pytest.mark.parametrize("backend,world", [
+    ("gloo", 2), ("gloo", 3),
+    pytest.param("nccl", 2, marks=[pytest.mark.gpu, pytest.mark.skipif(
+        torch.cuda.device_count() < 2, reason="NCCL test needs 2 GPUs")])])
+def test_halo_exchange_matches_whole_graph(tmp_path, backend, world):
     if not os.path.exists(CLI):
         pytest.skip(f"spgnn CLI not found at {CLI} (set SPGNN_CLI)")
     ds = tmp_path / "ds"
@@ -64,8 +73,9 @@ def test_halo_exchange_matches_whole_graph(tmp_path, world):
     ctx = mp.get_context("spawn")
     errors = ctx.Queue()
     init = f"file://{tmp_path}/rendezvous"
-    procs = [ctx.Process(target=_worker, args=(r, world, init, str(pdir), x, up, want_out,
-                                               want_grad, errors)) for r in range(world)]
+    procs = [ctx.Process(target=_worker, args=(r, world, init, backend, str(pdir), x, up,
+                                               want_out, want_grad, errors))
+             for r in range(world)]
     for p in procs:
         p.start()
     for p in procs:
