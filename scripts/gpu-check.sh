@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check, run on a machine with an NVIDIA GPU from the repository root:
-#   1. unpack the Debian packages in .deps/ under /opt/deps (the GPU machine has no registry),
+#   1. unpack the Debian packages in .deps/ under /opt/deps (the GPU machine has no registry;
+#      fill .deps here with `sh ../shared/device/fetch-debs.sh` and, for METIS partitioning,
+#      `sh ../shared/device/fetch-debs.sh libmetis-dev libmetis5`),
 #   2. configure (Release, sm_90, CUDA on) and build,
 #   3. ctest -L gpu,
 #   4. the GPU test binaries again under compute-sanitizer memcheck and racecheck
