@@ -108,6 +108,10 @@ TEST_F(Cli, PartitionDatasetDirectory) {
   ASSERT_EQ(forced.code, 0) << forced.out;
   EXPECT_EQ(nlohmann::json::parse(forced.out)["parts"], 2);
   EXPECT_FALSE(fs::exists(path("p3/part-2")));
+  auto flags = run("partition " + path("ds") + " -o " + path("p4") + " --self-loops add");
+  EXPECT_NE(flags.code, 0);
+  EXPECT_NE(flags.out.find("only --symmetrize and --edge-index-rows"), std::string::npos)
+      << flags.out;
 }
 
 TEST_F(Cli, BadFlagsAreClearErrors) {

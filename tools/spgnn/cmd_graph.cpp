@@ -272,6 +272,12 @@ void register_partition(CLI::App& app) {
                 ": already exists (remove it, or pass --force to replace it)");
     Dataset d;
     if (std::filesystem::is_directory(o->in)) {  // features, labels and splits come along
+      const LoadFlags defaults;
+      const LoadFlags& f = o->flags;
+      SPGNN_CHECK(f.duplicates == defaults.duplicates && f.self_loops == defaults.self_loops &&
+                      f.index_width == defaults.index_width && !f.pattern && !f.allow_nonfinite,
+                  InvalidArgument, o->in, ": a dataset directory is partitioned as it is read; "
+                  "of the graph flags only --symmetrize and --edge-index-rows apply to it");
       nn::DatasetOptions dopt;
       dopt.symmetrize = o->flags.symmetrize;
       dopt.edge_index_rows = parse_edge_index_rows(o->flags.edge_index_rows);
