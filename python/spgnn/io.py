@@ -12,6 +12,17 @@ from ._runtime import C
 __all__ = ["read_npy", "read_dataset", "read_partition"]
 
 
+def _add_masks(out: SimpleNamespace, n: int) -> None:
+    """``train_mask``/``val_mask``/``test_mask`` ([n] bool) from the ``*_idx`` fields."""
+    for split in ("train", "val", "test"):
+        idx = getattr(out, f"{split}_idx")
+        mask = None
+        if idx is not None:
+            mask = torch.zeros(n, dtype=torch.bool)
+            mask[idx] = True
+        setattr(out, f"{split}_mask", mask)
+
+
 def read_npy(path: str) -> torch.Tensor:
     """A .npy (or .npy.gz / .npy.zst) file as a CPU tensor."""
     return torch.from_dlpack(C.read_npy(str(path)))
@@ -28,13 +39,7 @@ def read_dataset(path: str, edge_index_rows: str = "auto") -> SimpleNamespace:
                           num_classes=d["num_classes"])
     for key in ("edge_index", "x", "y", "train_idx", "val_idx", "test_idx"):
         setattr(out, key, None if d[key] is None else torch.from_dlpack(d[key]))
-    for split in ("train", "val", "test"):
-        idx = getattr(out, f"{split}_idx")
-        mask = None
-        if idx is not None:
-            mask = torch.zeros(out.num_nodes, dtype=torch.bool)
-            mask[idx] = True
-        setattr(out, f"{split}_mask", mask)
+    _add_masks(out, out.num_nodes)
     return out
 
 
@@ -57,11 +62,5 @@ def read_partition(path: str, part: int) -> SimpleNamespace:
         setattr(out, key, None if d[key] is None else torch.from_dlpack(d[key]))
     out.graph = Graph(out.edge_index, edge_weight=out.edge_weight,
                       size=(out.num_local, out.num_owned))
-    for split in ("train", "val", "test"):
-        idx = getattr(out, f"{split}_idx")
-        mask = None
-        if idx is not None:
-            mask = torch.zeros(out.num_owned, dtype=torch.bool)
-            mask[idx] = True
-        setattr(out, f"{split}_mask", mask)
+    _add_masks(out, out.num_owned)
     return out

@@ -74,6 +74,19 @@ nb::dict graph_info(uintptr_t h) {
   return d;
 }
 
+// A host graph's edges as PyG's edge_index: [2, E] int64, sources first, then targets, in
+// spgnn's (target-sorted) order.
+Tensor pyg_edge_index(const Graph& g) {
+  const int64_t e = g.nnz();
+  Tensor ei = Tensor::empty({2, e}, DType::i64);
+  if (e) {
+    const Tensor r = g.row.astype(DType::i64), c = g.col.astype(DType::i64);
+    std::copy(c.data<int64_t>(), c.data<int64_t>() + e, ei.data<int64_t>());
+    std::copy(r.data<int64_t>(), r.data<int64_t>() + e, ei.data<int64_t>() + e);
+  }
+  return ei;
+}
+
 }  // namespace
 }  // namespace spgnn::py
 
@@ -161,8 +174,7 @@ NB_MODULE(_C, m) {
         PartitionAssignment a;
         {
           nb::gil_scoped_release unlocked;
-          const Graph host = e->g.device().is_cuda() ? e->g.to(Device::cpu()) : e->g;
-          a = assign_parts(host, po);
+          a = assign_parts(e->host_graph(), po);
         }
         std::copy(a.owner.begin(), a.owner.end(), o.data<int32_t>());
         return std::make_tuple(std::string(partition_method_name(a.method_used)), a.note);
@@ -379,14 +391,7 @@ NB_MODULE(_C, m) {
         {
           nb::gil_scoped_release unlocked;
           d = read_dataset_dir(dir, ro);
-          // PyG's edge_index: sources first, then targets, in spgnn's (target-sorted) order.
-          const int64_t e = d.graph.nnz();
-          ei = Tensor::empty({2, e}, DType::i64);
-          const Tensor r = d.graph.row.astype(DType::i64), c = d.graph.col.astype(DType::i64);
-          if (e) {
-            std::copy(c.data<int64_t>(), c.data<int64_t>() + e, ei.data<int64_t>());
-            std::copy(r.data<int64_t>(), r.data<int64_t>() + e, ei.data<int64_t>() + e);
-          }
+          ei = pyg_edge_index(d.graph);
         }
         nb::dict out;
         out["name"] = d.name;
@@ -410,15 +415,7 @@ NB_MODULE(_C, m) {
         {
           nb::gil_scoped_release unlocked;
           r = read_partition_part(dir, part);
-          // local edge_index in PyG's orientation: sources (owned or halo) first, then targets
-          const Graph& g = r.local.graph;
-          const int64_t e = g.nnz();
-          ei = Tensor::empty({2, e}, DType::i64);
-          const Tensor rows = g.row.astype(DType::i64), cols = g.col.astype(DType::i64);
-          if (e) {
-            std::copy(cols.data<int64_t>(), cols.data<int64_t>() + e, ei.data<int64_t>());
-            std::copy(rows.data<int64_t>(), rows.data<int64_t>() + e, ei.data<int64_t>() + e);
-          }
+          ei = pyg_edge_index(r.local.graph);  // sources: owned or halo local ids
         }
         const LocalPart& lp = r.local;
         nb::dict out;

@@ -310,6 +310,10 @@ std::vector<LocalPart> build_local_parts(const Graph& g, const std::vector<int32
   for (int64_t v = 0; v < n; ++v) local[static_cast<size_t>(v)] = count[static_cast<size_t>(owner[static_cast<size_t>(v)])]++;
 
   std::vector<LocalPart> out(static_cast<size_t>(parts));
+  for (int64_t p = 0; p < parts; ++p) out[static_cast<size_t>(p)].global_ids.reserve(
+      static_cast<size_t>(count[static_cast<size_t>(p)]));
+  for (int64_t v = 0; v < n; ++v)  // owned vertices, ascending, in one pass over all parts
+    out[static_cast<size_t>(owner[static_cast<size_t>(v)])].global_ids.push_back(v);
   std::vector<int64_t> halo_slot(static_cast<size_t>(n), -1);  // reset after each part
   PartitionSummary s;
   s.num_nodes = n;
@@ -318,9 +322,6 @@ std::vector<LocalPart> build_local_parts(const Graph& g, const std::vector<int32
     LocalPart& lp = out[static_cast<size_t>(p)];
     lp.part = static_cast<int32_t>(p);
     lp.n_owned = count[static_cast<size_t>(p)];
-    lp.global_ids.reserve(static_cast<size_t>(lp.n_owned));
-    for (int64_t v = 0; v < n; ++v)
-      if (owner[static_cast<size_t>(v)] == p) lp.global_ids.push_back(v);
     std::vector<int64_t> halo;
     for (int64_t v : lp.global_ids)
       for (int64_t k = h.rowptr[static_cast<size_t>(v)]; k < h.rowptr[static_cast<size_t>(v) + 1]; ++k) {
@@ -348,7 +349,8 @@ std::vector<LocalPart> build_local_parts(const Graph& g, const std::vector<int32
 
     std::vector<int64_t> rows, cols;
     std::vector<float> vs;
-    for (int64_t v : std::vector<int64_t>(lp.global_ids.begin(), lp.global_ids.begin() + lp.n_owned))
+    for (int64_t i = 0; i < lp.n_owned; ++i) {
+      const int64_t v = lp.global_ids[static_cast<size_t>(i)];
       for (int64_t k = h.rowptr[static_cast<size_t>(v)]; k < h.rowptr[static_cast<size_t>(v) + 1]; ++k) {
         const int64_t c = h.col[static_cast<size_t>(k)];
         rows.push_back(local[static_cast<size_t>(v)]);
@@ -356,6 +358,7 @@ std::vector<LocalPart> build_local_parts(const Graph& g, const std::vector<int32
                                                           : halo_slot[static_cast<size_t>(c)]);
         if (vals) vs.push_back(vals[k]);
       }
+    }
     BuildOptions keep;  // the input's edges exactly: its repeats and loops stay
     keep.duplicates = DuplicatePolicy::keep;
     keep.self_loops = SelfLoopPolicy::keep;
