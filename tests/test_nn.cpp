@@ -512,7 +512,7 @@ TEST_P(LayerGrad, FiniteDifferencesFloat64) {
         Tensor x = random_f64({g.n_rows, in}, seed_for(60));
         Tensor r = random_f64({g.n_rows, layer->out_width()}, seed_for(61));
         auto loss = [&] { return dot(layer->forward(ctx, x, false, 0), r); };
-        loss();
+        const double l0 = loss();
         Tensor dx = layer->backward(ctx, r, true);
         const double h = 1e-6;
         auto check = [&](Tensor& t, const Tensor& grad, const std::string& what) {
@@ -520,16 +520,10 @@ TEST_P(LayerGrad, FiniteDifferencesFloat64) {
           ASSERT_EQ(grad.numel(), t.numel()) << what;
           double num = 0, den = 0;
           for (int64_t i = 0; i < t.numel(); ++i) {
-            double& v = t.data<double>()[i];
-            const double keep = v;
-            v = keep + h;
-            const double lp = loss();
-            v = keep - h;
-            const double lm = loss();
-            v = keep;
-            const double fd = (lp - lm) / (2 * h), an = grad.data<double>()[i];
-            num += (fd - an) * (fd - an);
-            den += fd * fd;
+            const FiniteDiff fd = finite_difference(t.data<double>()[i], l0, h, loss);
+            const double err = fd.error_of(grad.data<double>()[i]);
+            num += err * err;
+            den += fd.central * fd.central;
           }
           // A gradient can be legitimately zero on one graph: with one head, a row whose logits all
           // sit on one side of the LeakyReLU kink ignores att_dst (softmax drops a per-row shift).
@@ -799,20 +793,15 @@ TEST_P(ModelGrad, FiniteDifferencesThroughDropoutAndActivations) {
     nn::log_softmax_nll(model.forward(ctx, x, true, 5), y, idx, &grad);
     model.backward(ctx, grad);
     const double h = 1e-6;
+    const double l0 = loss();
     for (nn::Parameter* p : model.parameters()) {
       Tensor an = p->grad.clone();
       double num = 0, den = 0;
       for (int64_t i = 0; i < p->value.numel(); ++i) {
-        double& v = p->value.data<double>()[i];
-        const double keep = v;
-        v = keep + h;
-        const double lp = loss();
-        v = keep - h;
-        const double lm = loss();
-        v = keep;
-        const double fd = (lp - lm) / (2 * h);
-        num += (fd - an.data<double>()[i]) * (fd - an.data<double>()[i]);
-        den += fd * fd;
+        const FiniteDiff fd = finite_difference(p->value.data<double>()[i], l0, h, loss);
+        const double err = fd.error_of(an.data<double>()[i]);
+        num += err * err;
+        den += fd.central * fd.central;
       }
       // A floor on the scale: a gradient that is zero up to rounding (e.g. GAT's destination
       // attention when LeakyReLU keeps every score of a row on one side) has no relative error.

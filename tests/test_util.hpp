@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <array>
 #include <cstdint>
@@ -155,6 +156,29 @@ inline double rel_error(const Tensor& a, const Tensor& b) {
 }
 
 // The widths every kernel must handle.
+// Finite differences of loss() in one scalar v, for losses with kinks (ReLU, LeakyReLU) or jumps
+// (a top-k switching members) near v. Away from them the central and one-sided differences agree to
+// O(h), so a wrong gradient shows against any of them. Within h of one, the central difference
+// measures a blend of two slopes, while the side that does not reach it still measures the
+// derivative at v: the analytic value is scored against the closest of the three.
+struct FiniteDiff {
+  double central, forward, backward;
+  double error_of(double analytic) const {
+    return std::min({std::fabs(central - analytic), std::fabs(forward - analytic),
+                     std::fabs(backward - analytic)});
+  }
+};
+template <class Loss>
+FiniteDiff finite_difference(double& v, double loss_at_v, double h, Loss&& loss) {
+  const double keep = v;
+  v = keep + h;
+  const double lp = loss();
+  v = keep - h;
+  const double lm = loss();
+  v = keep;
+  return {(lp - lm) / (2 * h), (lp - loss_at_v) / h, (loss_at_v - lm) / h};
+}
+
 inline std::vector<int64_t> test_widths() {
   return {1, 2, 3, 4, 5, 7, 8, 16, 31, 32, 33, 64, 128, 256};
 }
