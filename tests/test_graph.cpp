@@ -822,8 +822,12 @@ TEST(GraphBadInput, InvalidArguments) {
                                 {"symmetrize", "square"});
   BuildOptions add;
   add.self_loops = SelfLoopPolicy::add;
-  expect_error<InvalidArgument>([&] { graph_from_edges(2, 3, {0}, {1}, {}, add); },
-                                {"self_loops=add", "square"});
+  expect_error<InvalidArgument>([&] { graph_from_edges(3, 2, {0}, {1}, {}, add); },
+                                {"self_loops=add", "n_rows <= n_cols", "3 x 2"});
+  // More sources than targets: target i's loop comes from source i (a partition's local graph).
+  Graph block = graph_from_edges(2, 3, {0, 1}, {2, 2}, {}, add);
+  EXPECT_EQ(block.nnz(), 4);
+  EXPECT_EQ(block.col.to_vector<int32_t>(), (std::vector<int32_t>{0, 2, 1, 2}));
   Graph bad = small_valid();
   bad.col = Tensor::from_vector<int32_t>({0});
   expect_error<InvalidArgument>([&] { canonicalize(bad, BuildOptions{}); },

@@ -251,8 +251,9 @@ std::shared_ptr<GraphEntry> derive(const std::shared_ptr<GraphEntry>& e, const s
   } else if (kind == "mean") {
     out = mean_normalize(h);
   } else if (kind == "loops") {
-    SPGNN_CHECK(h.square(), InvalidArgument, "self loops need a square graph, got ", h.n_rows,
-                " x ", h.n_cols);
+    SPGNN_CHECK(h.n_rows <= h.n_cols, InvalidArgument,
+                "self loops need every target to be a source too (target i = source i), got ",
+                h.n_rows, " targets and ", h.n_cols, " sources");
     BuildOptions b;
     b.duplicates = DuplicatePolicy::keep;
     b.self_loops = SelfLoopPolicy::add;

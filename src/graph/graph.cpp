@@ -280,8 +280,11 @@ Graph build_impl(int64_t n_rows, int64_t n_cols, const EdgeArrays<InT>& e,
   SPGNN_CHECK(e.m >= 0, InvalidArgument, "negative edge count ", e.m);
   SPGNN_CHECK(!opt.symmetrize || n_rows == n_cols, InvalidArgument,
               "symmetrize needs a square graph, got ", n_rows, " x ", n_cols);
-  SPGNN_CHECK(opt.self_loops != SelfLoopPolicy::add || n_rows == n_cols, InvalidArgument,
-              "self_loops=add needs a square graph, got ", n_rows, " x ", n_cols);
+  // Target i's loop comes from source i: every target must also be a source, as in a square
+  // graph or a partition's local graph (owned vertices first among the sources; a DGL block).
+  SPGNN_CHECK(opt.self_loops != SelfLoopPolicy::add || n_rows <= n_cols, InvalidArgument,
+              "self_loops=add needs every target to be a source too (n_rows <= n_cols), got ",
+              n_rows, " x ", n_cols);
   SPGNN_CHECK(!input_pos || (opt.duplicates == DuplicatePolicy::keep && !opt.symmetrize),
               InvalidArgument,
               "input positions exist only when every edge comes from one input edge: "
