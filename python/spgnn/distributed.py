@@ -1,24 +1,35 @@
-"""Full-graph training on several devices, first piece: the halo exchange of an edge-cut
-partition (``spgnn partition``; docs/ARCHITECTURE.md, "Partitions"), over the caller's
-``torch.distributed`` process group (NCCL on GPUs, gloo on the CPU). spgnn's C++ core stays free
-of torch: torch.distributed moves the bytes.
+"""Full-graph training on several devices: an edge-cut partition (``spgnn partition``;
+docs/ARCHITECTURE.md, "Partitions"), one part per rank, over the caller's ``torch.distributed``
+process group (NCCL on GPUs, gloo on the CPU). spgnn's C++ core stays free of torch:
+torch.distributed moves the bytes.
 
 A rank holds one part: its owned vertices' rows, and the local graph from owned + halo sources
-to owned targets. ``HaloExchange(part)(x_owned)`` returns ``[x_owned; x_halo]`` -- the rows of
-the halo vertices fetched from their owners -- so that any spgnn op or layer then aggregates
-the owned rows with the local graph exactly as on the whole graph. It is differentiable: the
-backward sends each halo row's gradient back to its owner, which adds them in a fixed order
-(peer by peer), so results do not depend on timing.
+to owned targets.
+
+- ``HaloExchange(part)(x_owned)`` returns ``[x_owned; x_halo]``, the rows of the halo vertices
+  fetched from their owners. It is differentiable: the backward sends each halo row's gradient
+  back to its owner, which adds them in a fixed order (peer by peer), so results do not depend
+  on timing.
+- ``DistGraph(part)`` is the part's graph for ``spgnn.nn`` layers: pass it where a layer takes
+  ``edge_index`` and give the layer the owned rows only. A layer exchanges the rows its
+  aggregation reads as sources -- after its transform when that narrows them -- and GCN's
+  normalisation uses the whole graph's degrees. The model code is the single-graph code.
+- ``all_reduce_gradients(model)`` sums the weight gradients over the ranks (one flat buffer).
 """
 from __future__ import annotations
 
-from typing import List, Optional
+import time
+from typing import Dict, Iterable, List, Optional, Union
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["HaloExchange"]
+from . import _ops
+from ._runtime import C
+from .graph import Graph
+
+__all__ = ["HaloExchange", "DistGraph", "CommStats", "all_reduce_gradients"]
 
 
 def _counts(offsets: Tensor) -> List[int]:
@@ -42,13 +53,7 @@ class _Exchange(torch.autograd.Function):
         g_halo = grad[ex.num_owned:].contiguous()
         back = grad.new_empty((ex.num_send,) + tuple(grad.shape[1:]))
         ex._all_to_all(back, g_halo, ex.send_counts, ex.halo_counts)
-        # Peer by peer: within one peer a row is sent at most once (no colliding indices), and
-        # the peers' order is fixed, so the sum is the same on every run.
-        ids = ex._send_ids_on(grad.device)
-        for q in range(ex.parts):
-            b, e = ex.send_offsets[q], ex.send_offsets[q + 1]
-            if e > b:
-                g_owned.index_add_(0, ids[b:e], back[b:e])
+        ex._add_back(g_owned, back)
         return g_owned, None
 
 
@@ -82,6 +87,7 @@ class HaloExchange:
             raise ValueError("part.halo_offsets does not match parts and num_local")
         self._send_ids = part.send_ids.to(torch.int64)
         self._ids_cache = {}
+        self.stats = CommStats()
 
     def _send_ids_on(self, device: torch.device) -> Tensor:
         ids = self._ids_cache.get(device)
@@ -89,11 +95,40 @@ class HaloExchange:
             ids = self._ids_cache[device] = self._send_ids.to(device)
         return ids
 
-    def _all_to_all(self, out: Tensor, inp: Tensor, out_counts, in_counts):
+    def _all_to_all(self, out: Tensor, inp: Tensor, out_counts, in_counts,
+                    async_op: bool = False):
+        """The exchange; with ``async_op`` it returns the work to ``_wait`` on (None when
+        there is nothing to wait for), and only the wait is timed: the exposed part."""
         if self.parts == 1:
-            return
-        dist.all_to_all_single(out, inp, output_split_sizes=out_counts,
-                               input_split_sizes=in_counts, group=self.group)
+            return None
+        row = inp[0].numel() * inp.element_size() if inp.dim() and inp.shape[0] else 0
+        # What leaves and enters this rank: the rows kept by the rank itself move no bytes.
+        mine = dist.get_rank(self.group)
+        self.stats.add_bytes((sum(in_counts) - in_counts[mine]) * row,
+                             (sum(out_counts) - out_counts[mine]) * row)
+        if async_op:
+            return dist.all_to_all_single(out, inp, output_split_sizes=out_counts,
+                                          input_split_sizes=in_counts, group=self.group,
+                                          async_op=True)
+        with self.stats.timed(inp.device):
+            dist.all_to_all_single(out, inp, output_split_sizes=out_counts,
+                                   input_split_sizes=in_counts, group=self.group)
+        return None
+
+    def _wait(self, work, device: torch.device) -> None:
+        if work is not None:
+            with self.stats.timed(device):
+                work.wait()
+
+    def _add_back(self, g_owned: Tensor, back: Tensor) -> None:
+        """Adds the halo gradients peers returned (``back``, in send order) to their rows.
+        Peer by peer: within one peer a row is sent at most once (no colliding indices), and
+        the peers' order is fixed, so the sum is the same on every run."""
+        ids = self._send_ids_on(back.device)
+        for q in range(self.parts):
+            b, e = self.send_offsets[q], self.send_offsets[q + 1]
+            if e > b:
+                g_owned.index_add_(0, ids[b:e], back[b:e])
 
     def __call__(self, x_owned: Tensor) -> Tensor:
         if not isinstance(x_owned, Tensor) or x_owned.dim() < 1:
@@ -102,3 +137,272 @@ class HaloExchange:
             raise ValueError(f"x_owned has {x_owned.shape[0]} rows, the part owns "
                              f"{self.num_owned} vertices")
         return _Exchange.apply(x_owned, self)
+
+
+class CommStats:
+    """Bytes a rank sent and received and the time its collectives took, summed since the last
+    ``reset()``. On a GPU the time is read from CUDA events around each collective on the
+    current stream (no synchronisation while training); ``collect()`` waits for them."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.calls = 0
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self._seconds = 0.0
+        self._events: List[tuple] = []
+
+    def add_bytes(self, sent: int, received: int) -> None:
+        self.calls += 1
+        self.bytes_sent += int(sent)
+        self.bytes_received += int(received)
+
+    def timed(self, device: torch.device):
+        return _Timed(self, device)
+
+    def collect(self) -> Dict[str, float]:
+        for a, b in self._events:
+            b.synchronize()
+            self._seconds += a.elapsed_time(b) / 1e3
+        self._events.clear()
+        return {"calls": self.calls, "bytes_sent": self.bytes_sent,
+                "bytes_received": self.bytes_received, "seconds": self._seconds}
+
+
+class _Timed:
+    def __init__(self, stats: CommStats, device: torch.device):
+        self.stats, self.cuda = stats, device.type == "cuda"
+
+    def __enter__(self):
+        if self.cuda:
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.start.record()
+        else:
+            self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self.stats._events.append((self.start, end))
+        else:
+            self.stats._seconds += time.perf_counter() - self.t0
+        return False
+
+
+class DistGraph(Graph):
+    """One rank's part as the graph of ``spgnn.nn`` layers. ``part`` is what
+    ``spgnn.io.read_partition(dir, rank)`` returns; ``group`` the process group (one rank per
+    part, rank r holding part r; default: the world); ``device`` where the graph and the
+    exchanged rows live (default: the CPU).
+
+    Layers take the owned rows (``num_owned``, the graph's targets) and return the owned rows::
+
+        g = DistGraph(spgnn.io.read_partition(dir, rank), device=dev)
+        out = model(part.x.to(dev), g)       # the same model as on the whole graph
+
+    A layer fetches the halo rows its aggregation reads (after a narrowing transform, so the
+    narrower side crosses the network) and sends their gradients back in the backward. GCN's
+    normalisation uses the whole graph's in-degrees (the halo's are fetched once). Caller-given
+    edge weights are not supported; the partition's own edge weights are used.
+
+    With ``overlap`` (the default), sum and mean aggregations (GCN, SAGE sum/mean, GIN) hide
+    the exchange behind the edges whose sources are owned: the exchange starts, the owned-source
+    edges aggregate while it runs, then the halo-source edges add their part (and the reverse
+    in the backward). Max/min and GAT exchange first, then aggregate.
+    """
+
+    def __init__(self, part, group: Optional[dist.ProcessGroup] = None,
+                 device: Union[str, torch.device, None] = None, overlap: bool = True):
+        device = torch.device("cpu" if device is None else device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        local = part.graph.to(device)
+        self._init(local._base, local._nnz)
+        self._local = local  # keeps the host graph the device copy derives from
+        self.part = part
+        self.halo = HaloExchange(part, group)
+        self.num_owned = self.halo.num_owned
+        self.num_halo = self.halo.num_halo
+        self._variants: Dict[str, Graph] = {}
+        self._splits: Dict[str, tuple] = {}
+        self.overlap = bool(overlap)
+
+    @property
+    def stats(self) -> CommStats:
+        return self.halo.stats
+
+    def gather(self, x_owned: Tensor) -> Tensor:
+        """``[x_owned; x_halo]``: the rows the local graph's sources read (differentiable)."""
+        return self.halo(x_owned)
+
+    def aggregate(self, x_owned: Tensor, kind: str) -> Tensor:
+        """The sum aggregation of ``kind`` over the local graph with the exchange overlapped
+        (see the class): ``sum`` (the edge pattern), ``weighted`` (the part's edge weights),
+        ``mean``, or a GCN normalisation (``gcn``, ``gcn_improved``, ``gcn_noloops``)."""
+        if x_owned.shape[0] != self.num_owned:
+            raise ValueError(f"x has {x_owned.shape[0]} rows, the part owns {self.num_owned} "
+                             "vertices")
+        inner, boundary = self._split(kind)
+        return _Overlapped.apply(x_owned.contiguous(), self, inner, boundary)
+
+    def _split(self, kind: str) -> tuple:
+        """(owned-source graph, halo-source graph) of a kind: ``num_owned`` targets each, from
+        the ``num_owned`` owned / ``num_halo`` halo sources, with the kind's edge weights."""
+        hit = self._splits.get(kind)
+        if hit is not None:
+            return hit
+        if kind in ("gcn", "gcn_improved", "gcn_noloops"):
+            g = self.variant(kind)
+        elif kind in ("mean", "sum"):
+            g = Graph._wrap(C.derive(self._base.untyped_storage().data_ptr(),
+                                     "mean" if kind == "mean" else "pattern"))
+        elif kind == "weighted":
+            g = self
+        else:
+            raise ValueError(f"unknown aggregation kind {kind!r}")
+        src, dst = g.edge_index
+        w = g.edge_weight
+        halo = src >= self.num_owned
+        own = ~halo
+
+        def sub(mask, shift, n_src):
+            return Graph(torch.stack([src[mask] - shift, dst[mask]]), edge_weight=(
+                None if w is None else w[mask].contiguous()), size=(n_src, self.num_owned))
+        hit = self._splits[kind] = (sub(own, 0, self.num_owned),
+                                    sub(halo, self.num_owned, self.num_halo))
+        return hit
+
+    def to(self, device) -> "DistGraph":
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device != self.device:
+            raise ValueError(f"a DistGraph lives on the device it was built for ({self.device}); "
+                             f"build another with DistGraph(part, device={str(device)!r})")
+        return self
+
+    def variant(self, kind: str) -> Optional[Graph]:
+        """The graph a layer's ``kind`` of aggregation runs on, where the part's own graph
+        cannot derive it locally (GCN's normalisation needs the halo's degrees); None when
+        the local derivation is the whole graph's."""
+        if kind not in ("gcn", "gcn_improved", "gcn_noloops"):
+            return None
+        g = self._variants.get(kind)
+        if g is None:
+            g = self._variants[kind] = self._gcn(kind != "gcn_noloops",
+                                                 2.0 if kind == "gcn_improved" else 1.0)
+        return g
+
+    @torch.no_grad()
+    def _gcn(self, add_loops: bool, fill: float) -> Graph:
+        """PyG's gcn_norm on the part: self loops as in add_remaining_self_loops (a vertex keeps
+        its last loop's weight, else ``fill``), deg = the weighted in-degree with loops, and
+        edge u -> v weighted deg[u]^-1/2 w deg[v]^-1/2; deg of a halo vertex comes from its
+        owner (an owned vertex has all its in-edges here)."""
+        dev = self.device
+        src, dst = self.part.edge_index.to(dev, torch.int64)
+        w = (self.part.edge_weight.to(dev, torch.float64) if self.part.edge_weight is not None
+             else torch.ones(src.shape[0], dtype=torch.float64, device=dev))
+        n = self.num_owned
+        if add_loops:
+            loop = src == dst
+            pos = torch.arange(src.shape[0], device=dev)
+            last = torch.full((n,), -1, dtype=torch.int64, device=dev)
+            last.scatter_reduce_(0, dst[loop], pos[loop], "amax")
+            loop_w = torch.where(last >= 0, w[last.clamp(min=0)],
+                                 torch.full((n,), fill, dtype=w.dtype, device=dev))
+            ids = torch.arange(n, device=dev)
+            keep = ~loop
+            src = torch.cat([src[keep], ids])
+            dst = torch.cat([dst[keep], ids])
+            w = torch.cat([w[keep], loop_w])
+        deg = torch.zeros(n, dtype=w.dtype, device=dev).index_add_(0, dst, w)
+        deg = self.halo(deg[:, None])[:, 0]
+        dinv = deg.pow(-0.5)
+        dinv = torch.where(torch.isinf(dinv), torch.zeros_like(dinv), dinv)
+        norm = (dinv[src] * w * dinv[dst]).to(torch.float32)
+        return Graph(torch.stack([src, dst]), edge_weight=norm,
+                     size=(self.num_src_nodes, self.num_dst_nodes))
+
+    def __repr__(self) -> str:
+        return (f"spgnn.distributed.DistGraph(part={self.part.part} of {self.part.parts}, "
+                f"num_owned={self.num_owned}, num_halo={self.num_halo}, "
+                f"num_edges={self.num_edges}, device={self.device})")
+
+
+def _spmm(g: Graph, x: Tensor, transpose: bool = False) -> Tensor:
+    """sum over g's edges (times its weights when it has them) of x's source rows; with
+    ``transpose``, over the reversed edges (the backward)."""
+    h = g.handle()
+    rows = g.num_dst_nodes
+    if transpose:
+        h = _ops.graph_variant(h, "transpose")
+        rows = g.num_src_nodes
+    op = "u_mul_e" if g.has_weights else "copy_u"
+    return _ops.gspmm(h, op, "sum", x, None, rows, "")
+
+
+class _Overlapped(torch.autograd.Function):
+    """out = A_owned x_owned + A_halo x_halo, the exchange of x_halo overlapped with the first
+    product; backward: the halo rows' gradients A_halo^T g travel back while A_owned^T g runs.
+    Linear in x, so nothing is saved for the backward."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, g: "DistGraph", inner: Graph, boundary: Graph) -> Tensor:
+        ctx.g, ctx.inner, ctx.boundary = g, inner, boundary
+        ex = g.halo
+        halo = x.new_empty((ex.num_halo,) + tuple(x.shape[1:]))
+        send = x.index_select(0, ex._send_ids_on(x.device)).contiguous()
+        work = ex._all_to_all(halo, send, ex.halo_counts, ex.send_counts, async_op=True)
+        out = _spmm(inner, x)
+        ex._wait(work, x.device)
+        if boundary.num_edges:
+            out.add_(_spmm(boundary, halo))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        g, inner, boundary = ctx.g, ctx.inner, ctx.boundary
+        ex = g.halo
+        grad = grad.contiguous()
+        if boundary.num_edges:
+            g_halo = _spmm(boundary, grad, transpose=True)
+        else:
+            g_halo = grad.new_zeros((ex.num_halo,) + tuple(grad.shape[1:]))
+        back = grad.new_empty((ex.num_send,) + tuple(grad.shape[1:]))
+        work = ex._all_to_all(back, g_halo, ex.send_counts, ex.halo_counts, async_op=True)
+        g_owned = _spmm(inner, grad, transpose=True)
+        ex._wait(work, grad.device)
+        ex._add_back(g_owned, back)
+        return g_owned, None, None, None
+
+
+def all_reduce_gradients(params: Union[torch.nn.Module, Iterable[Tensor]],
+                         group: Optional[dist.ProcessGroup] = None,
+                         stats: Optional[CommStats] = None) -> None:
+    """Sums the gradients of ``params`` (a module's parameters, or tensors) over the ranks, in
+    one all-reduce of a flat buffer. A parameter without a gradient on this rank counts as
+    zero, so every rank moves the same buffer. With each rank's loss scaled to its share of the
+    whole (its local sum over the global count), the sum is the single-graph gradient."""
+    if isinstance(params, torch.nn.Module):
+        params = params.parameters()
+    params = [p for p in params if p.requires_grad]
+    if not params or dist.get_world_size(group) == 1:
+        return
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    nbytes = flat.numel() * flat.element_size()
+    if stats is not None:
+        stats.add_bytes(nbytes, nbytes)
+        with stats.timed(flat.device):
+            dist.all_reduce(flat, group=group)
+    else:
+        dist.all_reduce(flat, group=group)
+    offset = 0
+    for p in params:
+        k = p.numel()
+        p.grad = flat[offset: offset + k].view_as(p)
+        offset += k

@@ -6,6 +6,8 @@ backward (the gradient of each owned row sums its own and its peers' contributio
 launches are named."""
 import os
 import subprocess
+import sys
+import zlib
 
 import pytest
 import torch
@@ -13,11 +15,23 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import spgnn
+from spgnn import nn as snn
 from spgnn import ops
-from spgnn.distributed import HaloExchange
+from spgnn.distributed import DistGraph, HaloExchange, all_reduce_gradients
 
 CLI = os.environ.get("SPGNN_CLI", os.path.join(os.path.dirname(spgnn.__file__), "..", "..",
                                                 "spgnn"))
+
+
+def _leave():
+    """A worker's clean exit: every rank past its last collective before any tears down, and
+    no interpreter shutdown after it (torch 2.15's gloo threads aborted the process there now
+    and then: "terminate called without an active exception")."""
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _worker(rank, world, init, backend, pdir, x, up, want_out, want_grad, errors):
@@ -41,7 +55,7 @@ def _worker(rank, world, init, backend, pdir, x, up, want_out, want_grad, errors
         wrong = spgnn.io.read_partition(pdir, (rank + 1) % world)
         with pytest.raises(ValueError, match="rank"):
             HaloExchange(wrong)
-        dist.destroy_process_group()
+        _leave()
     except BaseException as e:  # noqa: BLE001 -- reported to the parent
         errors.put(f"rank {rank}: {type(e).__name__}: {e}")
 
@@ -103,3 +117,127 @@ def test_needs_an_initialised_group(tmp_path):
         HaloExchange(p)
     with pytest.raises(ValueError, match="part"):
         spgnn.io.read_partition(str(pdir), 2)
+
+
+# ---- layers on a DistGraph: the whole graph's result on every part ------------------------------
+
+class _Two(torch.nn.Module):
+    def __init__(self, conv1, conv2, act=None):
+        super().__init__()
+        self.conv1, self.conv2 = conv1, conv2
+        self.act = act or torch.nn.ReLU()
+
+    def forward(self, x, g):
+        return self.conv2(self.act(self.conv1(x, g)), g)
+
+
+def _gin(i, o, **kw):
+    return snn.GINConv(torch.nn.Sequential(torch.nn.Linear(i, o), torch.nn.ReLU(),
+                                           torch.nn.Linear(o, o)), **kw)
+
+
+# 12 -> 16 -> 5 features: the first layer aggregates before its transform, the second after it
+# (and GIN's MLP narrows first there), so both sides of each layer cross the network.
+MODELS = {
+    "gcn": lambda: _Two(snn.GCNConv(12, 16), snn.GCNConv(16, 5)),
+    "gcn_improved": lambda: _Two(snn.GCNConv(12, 16, improved=True),
+                                 snn.GCNConv(16, 5, improved=True)),
+    "gcn_noloops": lambda: _Two(snn.GCNConv(12, 16, add_self_loops=False),
+                                snn.GCNConv(16, 5, add_self_loops=False)),
+    "gcn_unnormalized": lambda: _Two(snn.GCNConv(12, 16, normalize=False),
+                                     snn.GCNConv(16, 5, normalize=False)),
+    "sage_mean": lambda: _Two(snn.SAGEConv(12, 16), snn.SAGEConv(16, 5)),
+    "sage_sum": lambda: _Two(snn.SAGEConv(12, 16, aggr="sum"), snn.SAGEConv(16, 5, aggr="sum")),
+    "sage_max": lambda: _Two(snn.SAGEConv(12, 16, aggr="max"),
+                             snn.SAGEConv(16, 5, aggr="max", normalize=True)),
+    "sage_maxk": lambda: _Two(snn.SAGEConv(12, 16), snn.SAGEConv(16, 5), snn.MaxK(4)),
+    "gin": lambda: _Two(_gin(12, 16), _gin(16, 5, train_eps=True)),
+    "gat": lambda: _Two(snn.GATConv(12, 8, heads=2), snn.GATConv(16, 5)),
+    "gat_mean_noloops_residual": lambda: _Two(
+        snn.GATConv(12, 16, heads=3, concat=False, add_self_loops=False, residual=True),
+        snn.GATConv(16, 5, heads=2, concat=False)),
+}
+
+
+def _model_worker(rank, world, init, pdir, x, up, states, want, errors):
+    try:
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+        p = spgnn.io.read_partition(pdir, rank)
+        own = p.global_ids[: p.num_owned]
+        for name, overlap in [(m, o) for m in MODELS for o in (True, False)]:
+            build = MODELS[name]
+            g = DistGraph(p, overlap=overlap)
+            name = f"{name} (overlap={overlap})"
+            model = build()
+            model.load_state_dict(states[name.split(" ")[0]])
+            xo = x[own].clone().requires_grad_()
+            out = model(xo, g)
+            w_out, w_gx, w_grads = want[name.split(" ")[0]]
+            _close(out.detach(), w_out[own], f"{name} forward")
+            (out * up[own]).sum().backward()
+            all_reduce_gradients(model)
+            _close(xo.grad, w_gx[own], f"{name} d/dx")
+            for pname, prm in model.named_parameters():
+                _close(prm.grad, w_grads[pname], f"{name} d/d{pname}")
+        with pytest.raises(NotImplementedError, match="edge_weight"):
+            snn.GCNConv(12, 4)(x[own], DistGraph(p), torch.ones(p.graph.num_edges))
+    except BaseException as e:  # noqa: BLE001 -- reported to the parent
+        errors.put(f"rank {rank}: {type(e).__name__}: {e}")
+        return
+    _leave()
+
+
+def _close(got, want, what):
+    # float32 sums in another order: the tolerance scales with the largest value compared.
+    scale = max(1.0, float(want.abs().max())) if want.numel() else 1.0
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * scale,
+                               msg=lambda m: f"{what}: {m}")
+
+
+def _spawn(target, world, tmp_path, *args):
+    ctx = mp.get_context("spawn")
+    errors = ctx.Queue()
+    init = f"file://{tmp_path}/rendezvous"
+    procs = [ctx.Process(target=target, args=(r, world, init) + args + (errors,))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    alive = [p for p in procs if p.is_alive()]
+    for p in alive:
+        p.kill()
+    msgs = []
+    while not errors.empty():
+        msgs.append(errors.get())
+    assert not alive, "a rank hung"
+    assert not msgs, "\n".join(msgs)
+    assert [p.exitcode for p in procs] == [0] * world
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_layers_on_parts_match_whole_graph(tmp_path, world):
+    """Every layer kind, through DistGraph on every part: forward, input gradient and (summed
+    over the ranks) weight gradients equal the whole graph's."""
+    if not os.path.exists(CLI):
+        pytest.skip(f"spgnn CLI not found at {CLI} (set SPGNN_CLI)")
+    ds, pdir = tmp_path / "ds", tmp_path / "parts"
+    subprocess.run([CLI, "generate", "planted", "--n", "240", "--classes", "3", "--seed", "7",
+                    "-o", str(ds)], check=True, capture_output=True)
+    subprocess.run([CLI, "partition", str(ds), "-o", str(pdir), "--parts", str(world),
+                    "--method", "random"], check=True, capture_output=True)
+    d = spgnn.io.read_dataset(str(ds))
+    gen = torch.Generator().manual_seed(world)
+    x = torch.randn(d.num_nodes, 12, generator=gen)
+    up = torch.randn(d.num_nodes, 5, generator=gen)
+    states, want = {}, {}
+    for name, build in MODELS.items():
+        torch.manual_seed(zlib.crc32(name.encode()))
+        model = build()
+        states[name] = {k: v.clone() for k, v in model.state_dict().items()}
+        xg = x.clone().requires_grad_()
+        out = model(xg, d.edge_index)
+        (out * up).sum().backward()
+        want[name] = (out.detach(), xg.grad,
+                      {k: v.grad.clone() for k, v in model.named_parameters()})
+    _spawn(_model_worker, world, tmp_path, str(pdir), x, up, states, want)

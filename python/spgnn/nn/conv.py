@@ -6,6 +6,10 @@ spgnn's kernels, the dense work on PyTorch. The graph of an ``edge_index`` (and 
 self-looped and transposed variants a layer needs) is built on first use and cached, keyed by
 the tensor, so a training loop pays for it once; an in-place change to edge_index is noticed.
 
+On several devices, pass a ``spgnn.distributed.DistGraph`` (one part of a partitioned graph)
+in place of ``edge_index`` and the owned rows as ``x``: a layer fetches the halo rows its
+aggregation reads, as the same model does on the whole graph.
+
 Not supported (a clear error says so): bipartite inputs ``x=(x_src, x_dst)``, ``size=``,
 ``edge_attr``/``edge_dim`` in GATConv, aggregations other than sum/add/mean/max/min, lazy
 ``in_channels=-1``, torch_sparse.SparseTensor adjacencies (use spgnn.Graph.from_sparse_tensor),
@@ -23,6 +27,7 @@ from torch.nn import Parameter
 
 from .. import _ops
 from .._runtime import check_float, check_tensor
+from ..distributed import DistGraph
 from ..graph import Graph, resolve
 
 __all__ = ["GCNConv", "SAGEConv", "GINConv", "GATConv"]
@@ -113,6 +118,27 @@ def _linear_aggregate(x: Tensor, weight: Tensor, bias: Optional[Tensor], agg,
     return out if bias is None else out + bias
 
 
+def _sources(edge_index, t: Tensor) -> Tensor:
+    """The rows an aggregation over ``edge_index`` reads as sources: ``t`` itself, or on a
+    DistGraph ``t``'s owned rows followed by the halo rows fetched from their owners."""
+    return edge_index.gather(t) if isinstance(edge_index, DistGraph) else t
+
+
+def _overlapped(edge_index) -> bool:
+    """A DistGraph that hides its exchange behind the owned-source edges (sum and mean)."""
+    return isinstance(edge_index, DistGraph) and edge_index.overlap
+
+
+def _variant(edge_index, h: Tensor, kind: str) -> Tensor:
+    """The handle of a derived graph (normalised, self-looped, ...); a DistGraph derives the
+    ones that need the whole graph (GCN's degrees) itself."""
+    if isinstance(edge_index, DistGraph):
+        g = edge_index.variant(kind)
+        if g is not None:
+            return g.handle()
+    return _ops.graph_variant(h, kind)
+
+
 def _agg(h: Tensor, op: str, reduce: str, x: Tensor, n: int) -> Tensor:
     """Aggregation over the handle's graph; e is the graph's own values when op needs one."""
     x = x.contiguous()
@@ -162,13 +188,21 @@ class GCNConv(torch.nn.Module):
         x = _input(x, "GCNConv")
         n = x.shape[0]
         if edge_weight is not None:
+            if isinstance(edge_index, DistGraph):
+                raise NotImplementedError("GCNConv: edge_weight with a DistGraph is not "
+                                          "supported; the partition's edge weights are used")
             agg = self._weighted(x, resolve(edge_index, n), edge_weight, n)
         else:
             def agg(t):
+                if _overlapped(edge_index):
+                    kind = (self._variant() if self.normalize else
+                            "weighted" if edge_index.has_weights else "sum")
+                    return edge_index.aggregate(t, kind)
                 # The graph is looked up once the transform is queued (see _linear_aggregate).
                 h = resolve(edge_index, n)
+                t = _sources(edge_index, t)
                 if self.normalize:
-                    return _agg(_ops.graph_variant(h, self._variant()), "u_mul_e", "sum", t, n)
+                    return _agg(_variant(edge_index, h, self._variant()), "u_mul_e", "sum", t, n)
                 if isinstance(edge_index, Graph) and edge_index.has_weights:
                     return _agg(h, "u_mul_e", "sum", t, n)
                 return _agg(h, "copy_u", "sum", t, n)
@@ -212,7 +246,11 @@ def _aggr_name(aggr, cls) -> str:
     return _AGGRS[aggr]
 
 
-def _aggregate(h: Tensor, reduce: str, x: Tensor, n: int) -> Tensor:
+def _aggregate(edge_index, reduce: str, x: Tensor, n: int) -> Tensor:
+    if reduce in ("sum", "mean") and _overlapped(edge_index):
+        return edge_index.aggregate(x, reduce)
+    h = resolve(edge_index, n)
+    x = _sources(edge_index, x)
     if reduce == "mean":  # weights 1/deg on the edges: the backward needs no extra pass
         return _agg(_ops.graph_variant(h, "mean"), "u_mul_e", "sum", x, n)
     return _agg(_ops.graph_variant(h, "pattern"), "copy_u", reduce, x, n)
@@ -258,10 +296,9 @@ class SAGEConv(torch.nn.Module):
         root = (x_root, self.lin_r.weight) if self.root_weight else None
         if self._reduce in ("sum", "mean"):
             out = _linear_aggregate(x, self.lin_l.weight, self.lin_l.bias,
-                                    lambda t: _aggregate(resolve(edge_index, n), self._reduce,
-                                                         t, n), root)
+                                    lambda t: _aggregate(edge_index, self._reduce, t, n), root)
         else:
-            out = self.lin_l(_aggregate(resolve(edge_index, n), self._reduce, x, n))
+            out = self.lin_l(_aggregate(edge_index, self._reduce, x, n))
             if root is not None:
                 out = out + self.lin_r(x_root)
         if self.normalize:
@@ -311,13 +348,13 @@ class GINConv(torch.nn.Module):
             # The MLP's first Linear commutes with the aggregation and the (1 + eps) self term:
             # applying it first gathers out_features per edge instead of in_features.
             y, width = _lin(x, first.weight)
-            out = (_aggregate(resolve(edge_index, n), "sum", y, n) + (1 + self.eps) * y)[:, :width]
+            out = (_aggregate(edge_index, "sum", y, n) + (1 + self.eps) * y)[:, :width]
             if first.bias is not None:
                 out = out + first.bias
             for m in list(self.nn)[1:]:
                 out = m(out)
             return out
-        out = _aggregate(resolve(edge_index, n), "sum", x, n)
+        out = _aggregate(edge_index, "sum", x, n)
         out = out + (1 + self.eps) * x
         return self.nn(out)
 
@@ -385,11 +422,15 @@ class GATConv(torch.nn.Module):
         er = (f3 * self.att_dst).sum(-1)
         h = resolve(edge_index, n)
         if self.add_self_loops:
-            h = _ops.graph_variant(h, "loops")
+            h = _variant(edge_index, h, "loops")
+        if isinstance(edge_index, DistGraph):
+            # One exchange for the halo's transformed features and source attention logits.
+            src = edge_index.gather(torch.cat([feat, el], 1))
+            feat, el = src[:, : H * C], src[:, H * C:]
         p = self.dropout if self.training else 0.0
         seed = (torch.randint(0, 2**62, (1,), dtype=torch.int64) if p > 0
                 else torch.zeros(1, dtype=torch.int64))
-        out, attn = _ops.gat_aggregate(h, feat, el.contiguous(), er.contiguous(), H,
+        out, attn = _ops.gat_aggregate(h, feat.contiguous(), el.contiguous(), er.contiguous(), H,
                                        self.negative_slope, p, seed, n, "")
         out = out.view(n, H * C) if self.concat else out.view(n, H, C).mean(dim=1)
         if self.res is not None:
