@@ -1,0 +1,347 @@
+"""Full-batch node classification with spgnn.nn layers, on one device or on several.
+
+One device::
+
+    python -m spgnn.train --dataset ../shared/data/cora --model gcn
+
+Several (one process per part of a directory written by ``spgnn partition``; NCCL on GPUs,
+gloo on the CPU; the same command on one host or across hosts)::
+
+    spgnn partition ../shared/data/amazon-computers --parts 2 -o parts
+    torchrun --nproc-per-node 2 -m spgnn.train --dist parts --model sage
+
+The model is the same module in both modes: on several devices it gets the rank's owned rows
+and a ``spgnn.distributed.DistGraph``; each rank's loss is its share of the whole training set's
+mean, and the weight gradients are summed over the ranks, so one step is the single-device
+step. Per epoch it reports time, communication time and bytes, the halo fraction and memory.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+
+from . import io
+from . import nn as snn
+from .distributed import CommStats, DistGraph, all_reduce_gradients
+
+__all__ = ["Net", "main", "parse_args", "run"]
+
+MODELS = ("gcn", "sage", "gin", "gat")
+DATA = os.environ.get("SPGNN_DATA") or os.path.normpath(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data"))
+
+
+class Net(torch.nn.Module):
+    """``layers`` graph layers of one kind with ReLU (or MaxK) and dropout between them, as
+    PyG's examples build them: GCN, GraphSAGE (mean), GIN (a 2-layer MLP per layer), GAT
+    (``heads`` heads concatenated in hidden layers, one head at the output)."""
+
+    def __init__(self, model: str, in_channels: int, hidden: int, classes: int, layers: int = 2,
+                 heads: int = 8, maxk: int = 0, dropout: float = 0.5):
+        super().__init__()
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+        if layers < 1:
+            raise ValueError(f"layers must be >= 1, got {layers}")
+        self.dropout = dropout
+        self.convs = torch.nn.ModuleList()
+        width = in_channels
+        for i in range(layers):
+            last = i == layers - 1
+            out = classes if last else hidden
+            if model == "gcn":
+                conv = snn.GCNConv(width, out)
+            elif model == "sage":
+                conv = snn.SAGEConv(width, out)
+            elif model == "gin":
+                conv = snn.GINConv(torch.nn.Sequential(
+                    torch.nn.Linear(width, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, out)))
+            else:
+                h = 1 if last else heads
+                conv = snn.GATConv(width, out, heads=h, dropout=dropout)
+                out = out * h
+            self.convs.append(conv)
+            width = out
+        self.act = snn.MaxK(maxk) if maxk else torch.nn.ReLU()
+        if maxk and maxk > hidden * (heads if model == "gat" else 1):
+            raise ValueError(f"maxk = {maxk} exceeds the hidden width")
+
+    def forward(self, x, edge_index):
+        for i, conv in enumerate(self.convs):
+            x = F.dropout(x, self.dropout, self.training)
+            x = conv(x, edge_index)
+            if i < len(self.convs) - 1:
+                x = self.act(x)
+        return x
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m spgnn.train", description=__doc__.split("\n")[0])
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--dataset", default=None,
+                     help=f"a dataset directory, or a name under {DATA} (default: cora)")
+    src.add_argument("--dist", metavar="DIR", default=None,
+                     help="a partition directory (spgnn partition); launch one process per part "
+                          "with torchrun")
+    ap.add_argument("--model", choices=MODELS, default="gcn")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=16, help="hidden width (per head for GAT)")
+    ap.add_argument("--heads", type=int, default=8, help="GAT heads of hidden layers")
+    ap.add_argument("--maxk", type=int, default=0, help="MaxK nonlinearity: keep k (0 = ReLU)")
+    ap.add_argument("--dropout", type=float, default=0.5)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--weight-decay", type=float, default=5e-4)
+    ap.add_argument("--epochs", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=1, help="train with seeds seed .. seed+runs-1")
+    ap.add_argument("--device", default="auto", help="auto, cpu, cuda (one process per GPU)")
+    ap.add_argument("--eval-every", type=int, default=1,
+                    help="evaluate every N epochs (and after the last); the test accuracy "
+                         "reported is the one at the best validation accuracy")
+    ap.add_argument("--report-every", type=int, default=0,
+                    help="print a report line every N epochs (0: only the summary)")
+    ap.add_argument("--json", default=None, help="write the results as JSON (atomically)")
+    args = ap.parse_args(argv)
+    for name in ("layers", "hidden", "heads", "epochs", "runs", "eval_every"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    for name in ("maxk", "seed", "report_every"):
+        if getattr(args, name) < 0:
+            ap.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if not 0.0 <= args.dropout < 1.0:
+        ap.error(f"--dropout must be in [0, 1), got {args.dropout}")
+    if args.lr <= 0 or args.weight_decay < 0:
+        ap.error("--lr must be > 0 and --weight-decay >= 0")
+    if args.dataset is None and args.dist is None:
+        args.dataset = "cora"
+    return args
+
+
+def _device(spec: str, local_rank: int) -> torch.device:
+    if spec == "auto":
+        spec = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(spec)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda: no GPU is visible")
+        if dev.index is None:
+            dev = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+    return dev
+
+
+class _Data:
+    """What one process trains on: its rows, its graph and its splits, and the counts of the
+    whole training set (equal to its own on one device)."""
+
+
+def _load_single(args, dev) -> _Data:
+    path = args.dataset if os.path.isdir(args.dataset) else os.path.join(DATA, args.dataset)
+    if not os.path.isdir(path):
+        raise SystemExit(f"--dataset {args.dataset!r}: no directory {path}")
+    d = io.read_dataset(path)
+    if d.x is None or d.y is None or d.train_idx is None:
+        raise SystemExit(f"--dataset {path}: needs x.npy, y.npy and train_idx.npy (or masks)")
+    out = _Data()
+    out.name, out.classes = d.name, d.num_classes
+    out.x, out.y = d.x.to(dev), d.y.to(dev)
+    out.graph = d.edge_index.to(dev)
+    out.num_nodes = d.num_nodes
+    out.splits = [None if i is None else i.to(dev) for i in (d.train_idx, d.val_idx, d.test_idx)]
+    out.halo_fraction = 0.0
+    out.stats = None
+    return out
+
+
+def _load_part(args, dev, rank: int) -> _Data:
+    try:
+        p = io.read_partition(args.dist, rank)
+        graph = DistGraph(p, device=dev)
+    except (ValueError, RuntimeError, OSError) as e:
+        raise SystemExit(f"--dist {args.dist}: {e}") from None
+    if p.x is None or p.y is None or p.train_idx is None:
+        raise SystemExit(f"--dist {args.dist}: the partition was made from a graph without "
+                         "features, labels or a training split; partition a dataset directory")
+    out = _Data()
+    out.name, out.classes = f"{os.path.basename(os.path.normpath(args.dist))} part {rank}", \
+        p.num_classes
+    out.x, out.y = p.x.to(dev), p.y.to(dev)
+    out.graph = graph
+    out.num_nodes = p.num_nodes
+    out.splits = [None if i is None else i.to(dev) for i in (p.train_idx, p.val_idx, p.test_idx)]
+    out.halo_fraction = out.graph.num_halo / max(1, p.num_local)
+    out.stats = out.graph.stats
+    return out
+
+
+def _sum(values: List[float], dev, distributed: bool) -> List[float]:
+    if not distributed:
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=dev)
+    torch.distributed.all_reduce(t)
+    return t.tolist()
+
+
+def _gather(values: List[float], dev, world: int, distributed: bool) -> List[List[float]]:
+    """Every rank's ``values`` (a rank's row per rank), on every rank."""
+    if not distributed:
+        return [values]
+    t = torch.tensor(values, dtype=torch.float64, device=dev)
+    out = [torch.empty_like(t) for _ in range(world)]
+    torch.distributed.all_gather(out, t)
+    return [o.tolist() for o in out]
+
+
+def _memory_mb(dev) -> float:
+    if dev.type == "cuda":
+        return torch.cuda.max_memory_allocated(dev) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def _sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distributed: bool,
+               log=print) -> dict:
+    torch.manual_seed(seed)
+    model = Net(args.model, d.x.shape[1], args.hidden, d.classes, args.layers, args.heads,
+                args.maxk, args.dropout).to(dev)
+    # The same initial weights on every rank (seeded above), different dropout masks per rank.
+    torch.manual_seed(seed * 1_000_003 + rank)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    train_idx, val_idx, test_idx = d.splits
+    counts = _sum([float(0 if i is None else i.numel()) for i in d.splits], dev, distributed)
+    if counts[0] == 0:
+        raise SystemExit("the training split is empty")
+    reduce_stats = CommStats()
+    best_val, test_at_best, times, comm, rows = -1.0, 0.0, [], [], []
+    for epoch in range(1, args.epochs + 1):
+        if d.stats is not None:
+            d.stats.reset()
+        reduce_stats.reset()
+        _sync(dev)
+        t0 = time.perf_counter()
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        out = model(d.x, d.graph)
+        # This rank's share of the whole training set's mean loss.
+        loss = F.cross_entropy(out[train_idx], d.y[train_idx], reduction="sum") / counts[0]
+        loss.backward()
+        if distributed:
+            all_reduce_gradients(model, stats=reduce_stats)
+        opt.step()
+        _sync(dev)
+        ms = (time.perf_counter() - t0) * 1e3
+        halo = d.stats.collect() if d.stats is not None else None
+        red = reduce_stats.collect()
+        comm_ms = ((halo["seconds"] if halo else 0.0) + red["seconds"]) * 1e3
+        sent = (halo["bytes_sent"] if halo else 0) + red["bytes_sent"]
+        times.append(ms)
+        comm.append(comm_ms)
+        last = epoch == args.epochs
+        every = args.report_every and (epoch % args.report_every == 0 or last)
+        if epoch % args.eval_every == 0 or last or every:
+            model.eval()
+            with torch.no_grad():
+                pred = model(d.x, d.graph).argmax(1)
+            correct = [0.0 if i is None else float((pred[i] == d.y[i]).sum()) for i in d.splits]
+            total_loss, *correct = _sum([float(loss.detach())] + correct, dev, distributed)
+            accs = [c / n if n else 0.0 for c, n in zip(correct, counts)]
+            if accs[1] > best_val or (counts[1] == 0 and last):
+                best_val, test_at_best = accs[1], accs[2]
+        row = [ms, comm_ms, sent / 2**20, _memory_mb(dev)]
+        if every:
+            per_rank = _gather(row, dev, world, distributed)
+            if rank == 0:
+                worst = [max(r[k] for r in per_rank) for k in range(4)]
+                log(f"epoch {epoch:4d}  loss {total_loss:.4f}  train {accs[0]:.3f}  "
+                    f"val {accs[1]:.3f}  test {accs[2]:.3f}  |  {worst[0]:7.2f} ms  comm "
+                    f"{worst[1]:6.2f} ms  compute {worst[0] - worst[1]:7.2f} ms  sent "
+                    f"{worst[2]:7.2f} MiB  mem {worst[3]:8.1f} MiB (max over ranks)")
+        rows.append(row)
+    skip = min(5, len(times) - 1)
+    med = sorted(times[skip:])[len(times[skip:]) // 2]
+    med_comm = sorted(comm[skip:])[len(comm[skip:]) // 2]
+    return {"seed": seed, "test_acc": test_at_best, "best_val": best_val,
+            "epoch_ms": med, "comm_ms": med_comm, "last": rows[-1]}
+
+
+def run(args: argparse.Namespace, log=print) -> dict:
+    """Trains as ``args`` say; returns (on every rank) the results rank 0 prints."""
+    distributed = args.dist is not None
+    rank, world, local_rank = 0, 1, 0
+    if distributed:
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            if "RANK" not in os.environ:
+                raise SystemExit("--dist: launch with torchrun (one process per part), e.g. "
+                                 "torchrun --nproc-per-node 2 -m spgnn.train --dist DIR")
+            local_rank = int(os.environ.get("LOCAL_RANK", 0))
+            dev = _device(args.device, local_rank)
+            dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    dev = _device(args.device, local_rank)
+    d = _load_part(args, dev, rank) if distributed else _load_single(args, dev)
+    results = [train_once(args, d, dev, args.seed + r, rank, world, distributed, log)
+               for r in range(args.runs)]
+    per_rank = _gather([d.halo_fraction, results[-1]["last"][3],
+                        results[-1]["last"][2]], dev, world, distributed)
+    accs = [r["test_acc"] for r in results]
+    summary = {
+        "model": args.model, "maxk": args.maxk, "dataset": args.dist or args.dataset,
+        "ranks": world, "device": str(dev), "epochs": args.epochs,
+        "test_acc": accs, "test_acc_mean": sum(accs) / len(accs),
+        "epoch_ms": [r["epoch_ms"] for r in results],
+        "comm_ms": [r["comm_ms"] for r in results],
+        "halo_fraction": [p[0] for p in per_rank],
+        "memory_mib": [p[1] for p in per_rank],
+        "sent_mib_per_epoch": [p[2] for p in per_rank],
+    }
+    if rank == 0:
+        log(f"{args.model}{'-maxk' + str(args.maxk) if args.maxk else ''} on "
+            f"{summary['dataset']}, {world} rank(s) on {dev.type}: test accuracy "
+            f"{summary['test_acc_mean']:.4f} (mean of {len(accs)}), "
+            f"{min(summary['epoch_ms']):.2f} ms/epoch (median), comm "
+            f"{min(summary['comm_ms']):.2f} ms, halo fraction "
+            f"{max(summary['halo_fraction']):.3f}, memory "
+            f"{max(summary['memory_mib']):.1f} MiB per rank (max)")
+        if args.json:
+            tmp = f"{args.json}.tmp{os.getpid()}"
+            with open(tmp, "w") as f:
+                json.dump(summary, f, indent=1)
+            os.replace(tmp, args.json)
+    return summary
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    run(args)
+    if args.dist is not None:
+        import torch.distributed as dist
+        if dist.is_initialized():
+            # Every rank past its last collective before any tears down: a gloo group destroyed
+            # (or left to the interpreter's exit) while a peer still talks to it aborted the
+            # process now and then ("terminate called without an active exception", torch 2.15).
+            dist.barrier()
+            dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    rc = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # After the group is destroyed, skip the interpreter's shutdown: torch 2.15's gloo threads
+    # aborted the process there now and then, turning a finished run into a failed one.
+    os._exit(rc)

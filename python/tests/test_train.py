@@ -1,0 +1,119 @@
+"""python -m spgnn.train: on one process and, launched by torchrun on gloo, on the parts of a
+partition -- the same training (with no dropout, the same trajectory), the same accuracy on the
+real datasets (mean of 5 seeds), and clear errors for a bad launch."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import spgnn
+from spgnn import train
+
+CLI = os.environ.get("SPGNN_CLI", os.path.join(os.path.dirname(spgnn.__file__), "..", "..",
+                                                "spgnn"))
+DATA = train.DATA
+
+
+def _need_cli():
+    if not os.path.exists(CLI):
+        pytest.skip(f"spgnn CLI not found at {CLI} (set SPGNN_CLI)")
+
+
+def _run_cli(*args):
+    subprocess.run([CLI, *map(str, args)], check=True, capture_output=True)
+
+
+def _torchrun(nproc, *args, timeout=900):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
+                           str(nproc), "-m", "spgnn.train", *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def _single(*args):
+    return train.run(train.parse_args([str(a) for a in args]), log=lambda *a: None)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    _need_cli()
+    root = tmp_path_factory.mktemp("planted")
+    ds, parts = root / "ds", root / "parts"
+    _run_cli("generate", "planted", "--n", "600", "--classes", "4", "--seed", "3", "-o", ds)
+    _run_cli("partition", ds, "-o", parts, "--parts", "2")
+    return ds, parts
+
+
+@pytest.mark.parametrize("model", ["gcn", "sage", "gin", "gat"])
+def test_two_ranks_train_as_one(planted, tmp_path, model):
+    """Without dropout a step on 2 ranks is the single-process step (same initial weights, the
+    loss split by rank and the gradients summed): the accuracies agree, run by run."""
+    ds, parts = planted
+    common = ["--model", model, "--epochs", "30", "--dropout", "0", "--runs", "2",
+              "--hidden", "8", "--heads", "2"]
+    one = _single("--dataset", ds, *common)
+    out = tmp_path / "dist.json"
+    r = _torchrun(2, "--dist", parts, *common, "--json", out, "--report-every", "10")
+    assert r.returncode == 0, r.stderr[-3000:]
+    two = json.loads(out.read_text())
+    assert two["ranks"] == 2 and len(two["halo_fraction"]) == 2
+    assert all(0 < f < 1 for f in two["halo_fraction"])
+    assert all(s > 0 for s in two["sent_mib_per_epoch"]) and all(m > 0 for m in two["memory_mib"])
+    for a, b in zip(one["test_acc"], two["test_acc"]):
+        assert abs(a - b) <= 0.01, (one["test_acc"], two["test_acc"])
+    # the per-epoch report: time, communication and bytes, memory
+    assert "comm" in r.stdout and "sent" in r.stdout and "mem" in r.stdout, r.stdout
+
+
+def test_bad_launches_are_named(planted):
+    ds, parts = planted
+    r = _torchrun(3, "--dist", parts, "--epochs", "1", timeout=300)
+    assert r.returncode != 0 and "part 2 requested" in r.stderr, r.stderr[-3000:]
+    r = _torchrun(1, "--dist", parts, "--epochs", "1", timeout=300)
+    assert r.returncode != 0 and "2 parts but the process group has 1" in r.stderr, \
+        r.stderr[-3000:]
+    r = subprocess.run([sys.executable, "-m", "spgnn.train", "--dist", str(parts)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "torchrun" in r.stderr
+    for bad, what in ((["--epochs", "0"], "--epochs"), (["--dropout", "1.5"], "--dropout"),
+                      (["--model", "mlp"], "--model")):
+        with pytest.raises(SystemExit):
+            train.parse_args(["--dataset", str(ds), *bad])
+    with pytest.raises(SystemExit, match="no directory"):
+        _single("--dataset", str(ds) + "-missing")
+    r = _torchrun(1, "--dist", ds, "--epochs", "1", timeout=300)  # a dataset, not a partition
+    assert r.returncode != 0 and "meta.json" in r.stderr, r.stderr[-3000:]
+
+
+@pytest.mark.skipif(os.environ.get("SPGNN_ACCURACY_TESTS", "1") == "0",
+                    reason="SPGNN_ACCURACY_TESTS=0 (scripts/test.sh runs these once, in the main "
+                           "build's pass)")
+@pytest.mark.parametrize("dataset,model,dropout", [
+    ("cora", "gcn", 0.5),
+    # GCN on Amazon Computers' raw features swings by +-12 points from seed to seed (in PyG as
+    # well, docs/BENCHMARKS.md), too much for a 5-seed mean to compare dropout draws; without
+    # dropout the two trainings must agree run by run. GAT with dropout is in
+    # docs/BENCHMARKS.md ("Distributed training").
+    ("amazon-computers", "gcn", 0.0)])
+def test_partitioned_training_reaches_single_graph_accuracy(tmp_path, dataset, model, dropout):
+    path = os.path.join(DATA, dataset)
+    if not os.path.isdir(path):
+        pytest.skip(f"dataset not found: {path}")
+    _need_cli()
+    parts = tmp_path / "parts"
+    _run_cli("partition", path, "-o", parts, "--parts", "2")
+    common = ["--model", model, "--runs", "5", "--epochs", "200", "--eval-every", "5",
+              "--dropout", dropout]
+    one = _single("--dataset", path, *common)
+    out = tmp_path / "dist.json"
+    r = _torchrun(2, "--dist", parts, *common, "--json", out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    two = json.loads(out.read_text())
+    print(f"{dataset} {model}: one process {one['test_acc_mean']:.4f} {one['test_acc']}, "
+          f"2 ranks {two['test_acc_mean']:.4f} {two['test_acc']}")
+    assert two["test_acc_mean"] >= one["test_acc_mean"] - 0.015, (one, two)
+    if dropout == 0:
+        for a, b in zip(one["test_acc"], two["test_acc"]):
+            assert abs(a - b) <= 0.005, (one["test_acc"], two["test_acc"])
