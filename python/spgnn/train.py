@@ -35,8 +35,9 @@ from .distributed import CommStats, DistGraph, all_reduce_gradients
 __all__ = ["Net", "main", "parse_args", "run"]
 
 MODELS = ("gcn", "sage", "gin", "gat")
+# Where --dataset names are looked up: $SPGNN_DATA, else the checkout's ../shared/data.
 DATA = os.environ.get("SPGNN_DATA") or os.path.normpath(
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data"))
+    os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "..", "shared", "data"))
 
 
 class Net(torch.nn.Module):
@@ -125,15 +126,25 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
-def _device(spec: str, local_rank: int) -> torch.device:
+def _device(spec: str, local_rank: int, local_ranks: int = 1) -> torch.device:
+    """The device of this process: with several ranks on a host, GPU ``local_rank`` (NCCL
+    allows one rank per GPU); ``auto`` takes the CPU (gloo) when the host has fewer GPUs than
+    ranks, and says so."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if spec == "auto":
-        spec = "cuda" if torch.cuda.is_available() else "cpu"
+        spec = "cuda" if gpus >= max(1, local_ranks) else "cpu"
+        if gpus and spec == "cpu" and local_rank == 0:
+            print(f"spgnn.train: {local_ranks} ranks on this host but {gpus} GPU(s): training "
+                  "on the CPU (gloo); launch one rank per GPU to use them", file=sys.stderr)
     dev = torch.device(spec)
     if dev.type == "cuda":
-        if not torch.cuda.is_available():
+        if not gpus:
             raise SystemExit("--device cuda: no GPU is visible")
         if dev.index is None:
-            dev = torch.device("cuda", local_rank % torch.cuda.device_count())
+            if local_ranks > gpus:
+                raise SystemExit(f"--device cuda: {local_ranks} ranks on this host but {gpus} "
+                                 "GPU(s); NCCL needs one GPU per rank")
+            dev = torch.device("cuda", local_rank)
         torch.cuda.set_device(dev)
     return dev
 
@@ -287,11 +298,15 @@ def run(args: argparse.Namespace, log=print) -> dict:
                 raise SystemExit("--dist: launch with torchrun (one process per part), e.g. "
                                  "torchrun --nproc-per-node 2 -m spgnn.train --dist DIR")
             local_rank = int(os.environ.get("LOCAL_RANK", 0))
-            dev = _device(args.device, local_rank)
+            local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+            dev = _device(args.device, local_rank, local_ranks)
             dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
         rank, world = dist.get_rank(), dist.get_world_size()
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    dev = _device(args.device, local_rank)
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    else:
+        local_ranks = 1
+    dev = _device(args.device, local_rank, local_ranks)
     d = _load_part(args, dev, rank) if distributed else _load_single(args, dev)
     results = [train_once(args, d, dev, args.seed + r, rank, world, distributed, log)
                for r in range(args.runs)]
