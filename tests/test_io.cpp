@@ -649,7 +649,7 @@ TEST_F(IoTest, NpyErrorsNameFileAndProblem) {
       {make_npy(1, hdr("|i1"), d16), "int8"},
       {make_npy(1, hdr("<u4"), d16), "uint32"},
       {make_npy(1, hdr("<u8"), d16), "uint64"},
-      {make_npy(1, hdr("<f2"), d16), "float16"},
+      {make_npy(1, hdr("<i2"), d16), "int16"},
       {make_npy(1, hdr("|O"), d16), "object"},
       {make_npy(1, hdr("<c8"), d16), "complex64"},
       {make_npy(1, hdr(">f4"), d16), "big-endian dtype '>f4'"},

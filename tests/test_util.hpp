@@ -156,6 +156,20 @@ inline double rel_error(const Tensor& a, const Tensor& b) {
 }
 
 // The widths every kernel must handle.
+// Expects `fn` to throw `Err` whose message contains every string in `parts`.
+template <class Err, class Fn>
+void expect_throw(Fn&& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an exception containing '" << parts.at(0) << "'";
+  } catch (const Err& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+
 // Finite differences of loss() in one scalar v, for losses with kinks (ReLU, LeakyReLU) or jumps
 // (a top-k switching members) near v. Away from them the central and one-sided differences agree to
 // O(h), so a wrong gradient shows against any of them. Within h of one, the central difference

@@ -65,8 +65,8 @@ void write_snap(const Graph& g, const std::string& path);
 Graph read_spg(const std::string& path);
 void write_spg(const Graph& g, const std::string& path);
 
-// NumPy .npy (format 1.0-3.0), little-endian, C order; f32, f64, i32, i64, u8, u16 (and bool/
-// i8/u32/u64 are refused with a message naming the dtype).
+// NumPy .npy (format 1.0-3.0), little-endian, C order; f32, f64, f16, i32, i64, u8, u16 (and
+// bool/i8/u32/u64 are refused with a message naming the dtype; .npy has no bfloat16).
 Tensor read_npy(const std::string& path);
 void write_npy(const Tensor& t, const std::string& path);
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -12,9 +13,36 @@
 
 namespace spgnn {
 
-enum class DType : uint8_t { f32, f64, i32, i64, u8, u16 };
+// f16 (IEEE binary16) and bf16 (bfloat16) hold features at half the bytes; arithmetic on them
+// converts to float32 and accumulates there (no saturation at any degree).
+enum class DType : uint8_t { f32, f64, i32, i64, u8, u16, f16, bf16 };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
+inline bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// Storage types of the half dtypes: the bits, converted explicitly (round to nearest even).
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+float half_to_float(Half h);
+Half float_to_half(float f);
+inline float bf16_to_float(BFloat16 b) {
+  const uint32_t x = static_cast<uint32_t>(b.bits) << 16;
+  float f;
+  std::memcpy(&f, &x, sizeof f);
+  return f;
+}
+inline BFloat16 float_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((x >> 16) | 0x40u)};  // NaN
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return {static_cast<uint16_t>(x >> 16)};
+}
+
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
@@ -22,6 +50,8 @@ template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
 template <> constexpr DType dtype_of<uint16_t>() { return DType::u16; }
+template <> constexpr DType dtype_of<Half>() { return DType::f16; }
+template <> constexpr DType dtype_of<BFloat16>() { return DType::bf16; }
 
 enum class DeviceType : uint8_t { cpu, cuda };
 struct Device {

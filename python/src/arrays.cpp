@@ -16,6 +16,8 @@ DType dtype_of_array(const nb::dlpack::dtype& d, const std::string& what) {
     if (d.code == uint8_t(Code::Int) && d.bits == 64) return DType::i64;
     if (d.code == uint8_t(Code::UInt) && d.bits == 8) return DType::u8;
     if (d.code == uint8_t(Code::UInt) && d.bits == 16) return DType::u16;
+    if (d.code == uint8_t(Code::Float) && d.bits == 16) return DType::f16;
+    if (d.code == uint8_t(Code::Bfloat) && d.bits == 16) return DType::bf16;
   }
   const char* kind = d.code == uint8_t(Code::Float)    ? "float"
                      : d.code == uint8_t(Code::Int)    ? "int"
@@ -25,7 +27,7 @@ DType dtype_of_array(const nb::dlpack::dtype& d, const std::string& what) {
                                                        : "complex/other";
   throw InvalidArgument(detail::concat(
       what, ": dtype ", kind, int(d.bits), " is not supported (spgnn takes float32, float64, "
-      "int32, int64, uint8 or uint16 arrays)"));
+      "float16, bfloat16, int32, int64, uint8 or uint16 arrays)"));
 }
 
 Device device_of_array(const Array& a, const std::string& what) {
@@ -80,6 +82,8 @@ nb::object to_array(const Tensor& t) {
     case DType::i64: d.code = uint8_t(Code::Int), d.bits = 64; break;
     case DType::u8: d.code = uint8_t(Code::UInt), d.bits = 8; break;
     case DType::u16: d.code = uint8_t(Code::UInt), d.bits = 16; break;
+    case DType::f16: d.code = uint8_t(Code::Float), d.bits = 16; break;
+    case DType::bf16: d.code = uint8_t(Code::Bfloat), d.bits = 16; break;
   }
   std::vector<size_t> shape(t.shape().begin(), t.shape().end());
   // The capsule owns a copy of the Tensor, which shares the storage.

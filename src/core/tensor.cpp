@@ -1,10 +1,12 @@
 #include "spgnn/tensor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
+#include <type_traits>
 
 #include "core/device.hpp"
 
@@ -18,6 +20,8 @@ size_t dtype_size(DType t) {
     case DType::i64: return 8;
     case DType::u8: return 1;
     case DType::u16: return 2;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
   }
   return 0;
 }
@@ -30,6 +34,8 @@ const char* dtype_name(DType t) {
     case DType::i64: return "int64";
     case DType::u8: return "uint8";
     case DType::u16: return "uint16";
+    case DType::f16: return "float16";
+    case DType::bf16: return "bfloat16";
   }
   return "?";
 }
@@ -197,21 +203,74 @@ Tensor Tensor::reshape(std::vector<int64_t> shape) const {
   return t;
 }
 
+float half_to_float(Half h) {
+  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
+  const uint32_t exp = (h.bits >> 10) & 0x1fu, mant = h.bits & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: mant x 2^-24, exact in float
+    const float f = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -f : f;
+  }
+  const uint32_t bits = sign | (exp == 31 ? 0x7f800000u | (mant << 13)   // inf, NaN
+                                          : ((exp + 112u) << 23) | (mant << 13));
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+Half float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return {static_cast<uint16_t>(sign | 0x7e00u)};  // NaN stays NaN
+  if (a >= 0x477ff000u) return {static_cast<uint16_t>(sign | 0x7c00u)};  // >= 65520: inf
+  if (a < 0x38800000u) {  // below 2^-14: a subnormal half, in units of 2^-24 (exact scaling)
+    float v;
+    std::memcpy(&v, &a, sizeof v);
+    return {static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(v * 16777216.0f)))};
+  }
+  uint32_t h = (((a >> 23) - 112u) << 10) | ((a & 0x7fffffu) >> 13);
+  const uint32_t rest = a & 0x1fffu;  // the 13 dropped bits: round to nearest, ties to even
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry bumps the exponent
+  return {static_cast<uint16_t>(sign | h)};
+}
+
 namespace {
+// Conversions between element types: half types go through float.
+template <class To, class From>
+To convert_value(From v) {
+  if constexpr (std::is_same_v<From, Half>) {
+    return convert_value<To>(half_to_float(v));
+  } else if constexpr (std::is_same_v<From, BFloat16>) {
+    return convert_value<To>(bf16_to_float(v));
+  } else if constexpr (std::is_same_v<To, Half>) {
+    return float_to_half(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, BFloat16>) {
+    return float_to_bf16(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
 template <class T>
 void fill_host(void* p, int64_t n, double v) {
-  std::fill_n(static_cast<T*>(p), n, static_cast<T>(v));
+  std::fill_n(static_cast<T*>(p), n, convert_value<T>(v));
+}
+template <class To, class From>
+void convert_range(const From* s, To* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = convert_value<To>(s[i]);
 }
 template <class To>
 void convert_into(const Tensor& src, To* dst) {
   const int64_t n = src.numel();
   switch (src.dtype()) {
-    case DType::f32: { auto s = src.data<float>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
-    case DType::f64: { auto s = src.data<double>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
-    case DType::i32: { auto s = src.data<int32_t>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
-    case DType::i64: { auto s = src.data<int64_t>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
-    case DType::u8: { auto s = src.data<uint8_t>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
-    case DType::u16: { auto s = src.data<uint16_t>(); for (int64_t i = 0; i < n; ++i) dst[i] = To(s[i]); break; }
+    case DType::f16: convert_range(src.data<Half>(), dst, n); break;
+    case DType::bf16: convert_range(src.data<BFloat16>(), dst, n); break;
+    case DType::f32: convert_range(src.data<float>(), dst, n); break;
+    case DType::f64: convert_range(src.data<double>(), dst, n); break;
+    case DType::i32: convert_range(src.data<int32_t>(), dst, n); break;
+    case DType::i64: convert_range(src.data<int64_t>(), dst, n); break;
+    case DType::u8: convert_range(src.data<uint8_t>(), dst, n); break;
+    case DType::u16: convert_range(src.data<uint16_t>(), dst, n); break;
   }
 }
 }  // namespace
@@ -227,6 +286,8 @@ Tensor Tensor::astype(DType dtype) const {
     case DType::i64: convert_into(h, t.data<int64_t>()); break;
     case DType::u8: convert_into(h, t.data<uint8_t>()); break;
     case DType::u16: convert_into(h, t.data<uint16_t>()); break;
+    case DType::f16: convert_into(h, t.data<Half>()); break;
+    case DType::bf16: convert_into(h, t.data<BFloat16>()); break;
   }
   return device_.is_cuda() ? t.to(device_) : t;
 }
@@ -245,6 +306,8 @@ void Tensor::fill_(double value, void* stream) {
     case DType::i64: fill_host<int64_t>(ptr_, numel_, value); break;
     case DType::u8: fill_host<uint8_t>(ptr_, numel_, value); break;
     case DType::u16: fill_host<uint16_t>(ptr_, numel_, value); break;
+    case DType::f16: fill_host<Half>(ptr_, numel_, value); break;
+    case DType::bf16: fill_host<BFloat16>(ptr_, numel_, value); break;
   }
 }
 

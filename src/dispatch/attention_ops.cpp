@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "dispatch/half.hpp"
 #include "kernels/attention_problem.hpp"
 #include "kernels/cpu/attention_cpu.hpp"
 #include "dispatch/problem.hpp"
@@ -308,6 +309,11 @@ int64_t softmax_heads(const Graph& g, const Tensor& t, const char* arg, const ch
 
 void edge_softmax(const Graph& g, const Tensor& scores, Tensor& out, const OpOptions& options) {
   constexpr const char* kOp = "edge_softmax";
+  if (const DType h = detail::half_operands(kOp, {{&scores, "scores"}}); is_half(h)) {
+    Tensor r;
+    edge_softmax(g, detail::as_f32(scores), r, options);
+    return detail::store_half(r, out, h, kOp, "out");
+  }
   detail::check_graph_arrays(g, kOp);
   SoftmaxProblem p;
   p.g = &g;
@@ -328,6 +334,12 @@ void edge_softmax(const Graph& g, const Tensor& scores, Tensor& out, const OpOpt
 void edge_softmax_backward(const Graph& g, const Tensor& out, const Tensor& grad_out,
                            Tensor& grad_scores, const OpOptions& options) {
   constexpr const char* kOp = "edge_softmax_backward";
+  if (const DType h = detail::half_operands(kOp, {{&out, "out"}, {&grad_out, "grad_out"}});
+      is_half(h)) {
+    Tensor r;
+    edge_softmax_backward(g, detail::as_f32(out), detail::as_f32(grad_out), r, options);
+    return detail::store_half(r, grad_scores, h, kOp, "grad_scores");
+  }
   detail::check_graph_arrays(g, kOp);
   SoftmaxBwdProblem p;
   p.g = &g;
@@ -350,6 +362,14 @@ void edge_softmax_backward(const Graph& g, const Tensor& out, const Tensor& grad
 void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
                    const GatParams& params, Tensor& out, Tensor& attn, const OpOptions& options) {
   constexpr const char* kOp = "gat_aggregate";
+  if (const DType h = detail::half_operands(kOp, {{&feat, "feat"}, {&el, "el"}, {&er, "er"}});
+      is_half(h)) {
+    Tensor o, a;
+    gat_aggregate(g, detail::as_f32(feat), detail::as_f32(el), detail::as_f32(er), params, o, a,
+                  options);
+    detail::store_half(o, out, h, kOp, "out");
+    return detail::store_half(a, attn, h, kOp, "attn");
+  }
   GatProblem p = gat_problem(g, feat, el, er, params, options, kOp);
   prepare_output(out, "out", kOp, {g.n_rows, p.H * p.F}, g.device());
   prepare_output(attn, "attn", kOp, {g.nnz(), p.H}, g.device());
@@ -372,6 +392,17 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
                             const GatParams& params, Tensor& grad_feat, Tensor& grad_el,
                             Tensor& grad_er, const OpOptions& options) {
   constexpr const char* kOp = "gat_aggregate_backward";
+  if (const DType h = detail::half_operands(kOp, {{&feat, "feat"}, {&el, "el"}, {&er, "er"},
+                                                  {&attn, "attn"}, {&grad_out, "grad_out"}});
+      is_half(h)) {
+    Tensor gf, gl, gr;
+    gat_aggregate_backward(g, detail::as_f32(feat), detail::as_f32(el), detail::as_f32(er),
+                           detail::as_f32(attn), detail::as_f32(grad_out), params, gf, gl, gr,
+                           options);
+    detail::store_half(gf, grad_feat, h, kOp, "grad_feat");
+    detail::store_half(gl, grad_el, h, kOp, "grad_el");
+    return detail::store_half(gr, grad_er, h, kOp, "grad_er");
+  }
   GatProblem p = gat_problem(g, feat, el, er, params, options, kOp);
   const int64_t W = p.H * p.F;
   check_input(attn, "attn", kOp, g, {g.nnz(), p.H},

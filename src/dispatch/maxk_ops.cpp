@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dispatch/half.hpp"
 #include "kernels/cpu/maxk_cpu.hpp"
 #include "dispatch/problem.hpp"
 #include "spgnn/ops.hpp"
@@ -159,11 +160,29 @@ const float* edge_weights(const Graph& g, const Tensor& e, const char* op) {
   return w->data<float>();
 }
 
+// A CBSR operand with its values in float32 (the same index).
+Cbsr as_f32(const Cbsr& x) { return Cbsr{detail::as_f32(x.data), x.index, x.F, x.k}; }
+
 }  // namespace
 
 void maxk(const Tensor& x, int64_t k, Cbsr& out, const OpOptions& options) {
   constexpr const char* kOp = "maxk";
   SPGNN_CHECK(x.defined(), InvalidArgument, kOp, ": argument 'x' is required");
+  // Half input: the selection on the exact float32 values (same order, same ties), the kept
+  // values stored back in the input's dtype (exact: they are the input's own values).
+  if (const DType h = detail::half_operands(kOp, {{&x, "x"}}); is_half(h)) {
+    Cbsr r;
+    if (x.ndim() == 2 && (out.data.defined() || out.index.defined())) {
+      r.data = Tensor::empty({x.dim(0), k}, DType::f32, x.device());
+      r.index = out.index;  // checked, and written in place, by the float32 call
+    }
+    maxk(detail::as_f32(x), k, r, options);
+    detail::store_half(r.data, out.data, h, kOp, "out.data");
+    out.index = r.index;
+    out.F = r.F;
+    out.k = r.k;
+    return;
+  }
   SPGNN_CHECK(x.dtype() == DType::f32, InvalidArgument, kOp, ": 'x' must be float32, got ",
               dtype_name(x.dtype()));
   SPGNN_CHECK(x.ndim() == 2, InvalidArgument, kOp, ": 'x' must be 2-D [n, F], got shape ",
@@ -213,6 +232,12 @@ void maxk_backward(const Cbsr& kept, const Tensor& d_data, Tensor& dx, const OpO
   SPGNN_CHECK(kept.data.defined() || kept.index.defined(), InvalidArgument, kOp,
               ": argument 'kept' is empty (pass the Cbsr that maxk returned)");
   SPGNN_CHECK(d_data.defined(), InvalidArgument, kOp, ": argument 'd_data' is required");
+  if (const DType h = detail::half_operands(kOp, {{&kept.data, "kept.data"}, {&d_data, "d_data"}});
+      is_half(h)) {
+    Tensor r;
+    maxk_backward(as_f32(kept), detail::as_f32(d_data), r, options);
+    return detail::store_half(r, dx, h, kOp, "dx");
+  }
   const Device dev = d_data.device();
   const int64_t n = d_data.ndim() == 2 ? d_data.dim(0) : -1;
   SPGNN_CHECK(n >= 0, InvalidArgument, kOp, ": 'd_data' must be 2-D [n, k], got shape ",
@@ -240,6 +265,11 @@ Tensor maxk_backward(const Cbsr& kept, const Tensor& d_data, const OpOptions& op
 void cbsr_spgemm(const Graph& g, const Cbsr& x, const Tensor& e, Tensor& out,
                  const OpOptions& options) {
   constexpr const char* kOp = "cbsr_spgemm";
+  if (const DType h = detail::half_operands(kOp, {{&x.data, "x.data"}, {&e, "e"}}); is_half(h)) {
+    Tensor r;
+    cbsr_spgemm(g, as_f32(x), detail::as_f32(e), r, options);
+    return detail::store_half(r, out, h, kOp, "out");
+  }
   detail::check_graph_arrays(g, kOp);
   check_cbsr(x, "x", kOp, g.n_cols, "n_cols", g.device());
   const float* w = edge_weights(g, e, kOp);
@@ -258,6 +288,13 @@ void cbsr_spgemm(const Graph& g, const Cbsr& x, const Tensor& e, Tensor& out,
 void cbsr_sspmm(const Graph& g, const Tensor& e, const Tensor& d_out, const Cbsr& x,
                 Tensor& d_data, const OpOptions& options) {
   constexpr const char* kOp = "cbsr_sspmm";
+  if (const DType h = detail::half_operands(
+          kOp, {{&e, "e"}, {&d_out, "d_out"}, {&x.data, "x.data"}});
+      is_half(h)) {
+    Tensor r;
+    cbsr_sspmm(g, detail::as_f32(e), detail::as_f32(d_out), as_f32(x), r, options);
+    return detail::store_half(r, d_data, h, kOp, "d_data");
+  }
   detail::check_graph_arrays(g, kOp);
   check_cbsr(x, "x", kOp, g.n_cols, "n_cols", g.device());
   check_f32_matrix(d_out, "d_out", kOp, g.n_rows, "n_rows", x.F, "x.F", g.device());

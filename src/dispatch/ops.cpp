@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "dispatch/half.hpp"
 #include "dispatch/registry.hpp"
 #include "spgnn/ops.hpp"
 
@@ -16,13 +17,21 @@ using detail::SpmmProblem;
 
 
 // float32 everywhere; float64 on the host too, computed by cpu_ref (the float64 oracle), so that
-// gradients of code built on these ops can be checked by finite differences in double precision.
+// gradients of code built on these ops can be checked by finite differences in double precision;
+// float16/bfloat16 on the host, computed in float32 (half_on_host below), and on a CUDA device
+// by the strategies that read them (opt-in, see detail::gpu_half_enabled).
 void check_operand(const Tensor& t, const char* arg, const char* op, const Graph& g,
                    int64_t rows, const char* rows_name) {
   SPGNN_CHECK(t.defined(), InvalidArgument, op, ": argument '", arg, "' is required");
-  SPGNN_CHECK(t.dtype() == DType::f32 || (t.dtype() == DType::f64 && !t.device().is_cuda()),
-              InvalidArgument, op, ": '", arg, "' must be float32 (or float64 on the CPU), got ",
-              dtype_name(t.dtype()), t.device().is_cuda() ? " on a CUDA device" : "");
+  SPGNN_CHECK(!(is_half(t.dtype()) && t.device().is_cuda()) || detail::gpu_half_enabled(),
+              Unsupported, op, ": '", arg, "' is ", dtype_name(t.dtype()),
+              " on a CUDA device: the GPU kernels for half precision are not yet verified on a "
+              "GPU (opt in with SPGNN_GPU_HALF=1)");
+  SPGNN_CHECK(t.dtype() == DType::f32 || is_half(t.dtype()) ||
+                  (t.dtype() == DType::f64 && !t.device().is_cuda()),
+              InvalidArgument, op, ": '", arg, "' must be float32, float16 or bfloat16 (or "
+              "float64 on the CPU), got ", dtype_name(t.dtype()),
+              t.device().is_cuda() ? " on a CUDA device" : "");
   SPGNN_CHECK(t.device() == g.device(), InvalidArgument, op, ": '", arg, "' is on ",
               t.device().str(), " but the graph is on ", g.device().str());
   SPGNN_CHECK(t.ndim() == 2 || (t.ndim() == 1 && std::string(arg) == "e"), InvalidArgument, op,
@@ -85,9 +94,31 @@ void run_spmm(SpmmProblem& p, const OpOptions& options) {
   entry.run(p, s);
 }
 
+// Half precision on the host: the float32 op on converted operands, the result rounded once.
+template <class Run>
+void half_on_host(const char* op, DType half, Tensor& out, Run&& run) {
+  Tensor out32;
+  run(out32);
+  detail::store_half(out32, out, half, op, "out");
+}
+
 void gspmm_impl(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const Tensor& e_in,
                 Tensor& out, Tensor* arg_u, Tensor* arg_e, const OpOptions& options) {
   constexpr const char* kOp = "gspmm";
+  // The graph's own values (float32) stay as they are: only given operands set the dtype. Half
+  // features may also be weighted by given float32 scalar edge weights ([nnz] or [nnz, 1]).
+  const bool f32_weights = u.defined() && is_half(u.dtype()) && e_in.defined() &&
+                           e_in.dtype() == DType::f32 &&
+                           (e_in.ndim() == 1 || (e_in.ndim() == 2 && e_in.dim(1) == 1));
+  const Tensor none;
+  if (const DType half = detail::half_operands(kOp, {{&u, "u"}, {f32_weights ? &none : &e_in, "e"}},
+                                               true);
+      is_half(half) && !g.device().is_cuda()) {
+    half_on_host(kOp, half, out, [&](Tensor& o) {
+      gspmm_impl(g, op, reduce, detail::as_f32(u), detail::as_f32(e_in), o, arg_u, arg_e, options);
+    });
+    return;
+  }
   detail::check_graph_arrays(g, kOp);
   check_schedule(OpKind::spmm, options.schedule);
   SpmmProblem p;
@@ -113,7 +144,10 @@ void gspmm_impl(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const
   } else {
     p.F = p.e_width;
   }
-  p.dtype = value_dtype(kOp, {{p.u, "u"}, {p.e, "e"}});
+  // Scalar float32 edge weights (given, or the graph's) may weigh half features.
+  const bool scalar_f32 = p.u && is_half(p.u->dtype()) && p.e && p.e_width == 1 &&
+                          p.e->dtype() == DType::f32;
+  p.dtype = value_dtype(kOp, {{p.u, "u"}, {scalar_f32 ? nullptr : p.e, "e"}});
   prepare_output(out, "out", kOp, {g.n_rows, p.F}, p.dtype, g.device());
   p.out = &out;
   if (reduce == Reduce::max || reduce == Reduce::min) {
@@ -146,6 +180,13 @@ void gspmm(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const Tens
 void gsddmm(const Graph& g, SddmmOp op, const Tensor& lhs, const Tensor& rhs, Tensor& out,
             Target lhs_target, Target rhs_target, const OpOptions& options) {
   constexpr const char* kOp = "gsddmm";
+  if (const DType half = detail::half_operands(kOp, {{&lhs, "lhs"}, {&rhs, "rhs"}}, true);
+      is_half(half) && !g.device().is_cuda()) {
+    half_on_host(kOp, half, out, [&](Tensor& o) {
+      gsddmm(g, op, detail::as_f32(lhs), detail::as_f32(rhs), o, lhs_target, rhs_target, options);
+    });
+    return;
+  }
   detail::check_graph_arrays(g, kOp);
   check_schedule(OpKind::sddmm, options.schedule);
   auto rows_of = [&](Target t) {

@@ -210,9 +210,9 @@ Dataset read_dataset_dir(const std::string& dir, const ReadOptions& options) {
   if (const std::string p = find_in_dir(trimmed, "x.npy"); !p.empty()) {
     d.x = read_npy(p);
     if (d.x.ndim() != 2) io::throw_format(p, 0, "features must be 2-D [n, d], found " + d.x.shape_str());
-    if (d.x.dtype() == DType::f64) d.x = d.x.astype(DType::f32);
+    if (d.x.dtype() == DType::f64 || d.x.dtype() == DType::f16) d.x = d.x.astype(DType::f32);
     if (d.x.dtype() != DType::f32) {
-      io::throw_format(p, 0, std::string("features must be float32 (or float64), found ") +
+      io::throw_format(p, 0, std::string("features must be float32 (or float64, float16), found ") +
                                  dtype_name(d.x.dtype()));
     }
     n = d.x.dim(0);

@@ -147,12 +147,12 @@ DType parse_descr(const std::string& descr, const std::string& path) {
       {"u1", "uint8", true, DType::u8},      {"u2", "uint16", true, DType::u16},
       {"b1", "bool", false, DType::u8},      {"i1", "int8", false, DType::u8},
       {"i2", "int16", false, DType::u8},     {"u4", "uint32", false, DType::u8},
-      {"u8", "uint64", false, DType::u8},    {"f2", "float16", false, DType::u8},
+      {"u8", "uint64", false, DType::u8},    {"f2", "float16", true, DType::f16},
       {"f16", "float128", false, DType::u8}, {"c8", "complex64", false, DType::u8},
       {"c16", "complex128", false, DType::u8}, {"O", "object", false, DType::u8},
   };
   const char* kSupported = "supported: float32 '<f4', float64 '<f8', int32 '<i4', int64 '<i8', "
-                           "uint8 '|u1', uint16 '<u2'";
+                           "uint8 '|u1', uint16 '<u2', float16 '<f2'";
   for (const Known& k : kKnown) {
     if (code != k.code) continue;
     if (!k.supported) {
@@ -188,6 +188,8 @@ const char* descr_of(DType t) {
     case DType::i64: return "<i8";
     case DType::u8: return "|u1";
     case DType::u16: return "<u2";
+    case DType::f16: return "<f2";
+    case DType::bf16: break;  // NumPy has no bfloat16
   }
   return "?";
 }
@@ -297,6 +299,8 @@ Tensor read_npy(const std::string& path) {
 
 void write_npy(const Tensor& tensor, const std::string& path) {
   SPGNN_CHECK(tensor.defined(), InvalidArgument, "write_npy('", path, "'): tensor is undefined");
+  SPGNN_CHECK(tensor.dtype() != DType::bf16, Unsupported, "write_npy('", path,
+              "'): .npy has no bfloat16 type; convert the tensor to float32 first");
   const Tensor t = tensor.device().is_cuda() ? tensor.to(Device::cpu()) : tensor;
   std::string dict = std::string("{'descr': '") + descr_of(t.dtype()) +
                      "', 'fortran_order': False, 'shape': " + shape_text(t.shape()) + ", }";

@@ -136,6 +136,8 @@ static std::string cusparse_shape_supports(const Graph& g) {
 std::string cusparse_spmm_supports(const SpmmProblem& p) {
   if (!p.g->device().is_cuda())
     return "graph and tensors are on the CPU; cusparse runs on CUDA devices";
+  if (p.dtype != DType::f32)
+    return std::string("the cusparse baseline runs in float32, not ") + dtype_name(p.dtype);
   if (std::string why = cusparse_shape_supports(*p.g); !why.empty()) return why;
   if (p.reduce != Reduce::sum)
     return std::string("cusparseSpMM computes sums only, not '") + name(p.reduce) + "'";
@@ -194,6 +196,8 @@ void cusparse_spmm(const SpmmProblem& p, const Schedule& s) {
 std::string cusparse_sddmm_supports(const SddmmProblem& p) {
   if (!p.g->device().is_cuda())
     return "graph and tensors are on the CPU; cusparse runs on CUDA devices";
+  if (p.dtype != DType::f32)
+    return std::string("the cusparse baseline runs in float32, not ") + dtype_name(p.dtype);
   if (std::string why = cusparse_shape_supports(*p.g); !why.empty()) return why;
   if (p.op != SddmmOp::dot)
     return std::string("cusparseSDDMM computes dot products only, not '") + name(p.op) + "'";

@@ -59,6 +59,9 @@ void cuda_fill(void* p, DType dtype, int64_t n, double value, void* stream) {
     case DType::i64: launch_fill<int64_t>(p, n, value, s); break;
     case DType::u8: launch_fill<uint8_t>(p, n, value, s); break;
     case DType::u16: launch_fill<uint16_t>(p, n, value, s); break;
+    // The half types: the value's bit pattern, converted once on the host.
+    case DType::f16: launch_fill<uint16_t>(p, n, float_to_half(float(value)).bits, s); break;
+    case DType::bf16: launch_fill<uint16_t>(p, n, float_to_bf16(float(value)).bits, s); break;
   }
 }
 

@@ -297,6 +297,9 @@ void run(const SddmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
 std::string gnnone_sddmm_supports(const SddmmProblem& p) {
   if (!p.g->device().is_cuda())
     return "graph and tensors are on the CPU; gnnone runs on CUDA devices";
+  if (p.dtype != DType::f32)
+    return std::string("gnnone reads float32 features, not ") + dtype_name(p.dtype) +
+           " (float16/bfloat16: shuffle)";
   if (p.g->index_dtype() != DType::i32 && p.g->index_dtype() != DType::i64)
     return "graph index dtype must be int32 or int64";
   return "";

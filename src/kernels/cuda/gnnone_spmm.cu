@@ -331,6 +331,9 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
 std::string gnnone_spmm_supports(const SpmmProblem& p) {
   if (!p.g->device().is_cuda())
     return "graph and tensors are on the CPU; gnnone runs on CUDA devices";
+  if (p.dtype != DType::f32)
+    return std::string("gnnone reads float32 features, not ") + dtype_name(p.dtype) +
+           " (float16/bfloat16: warp_vertex)";
   if (p.reduce == Reduce::max || p.reduce == Reduce::min)
     return std::string("reduce '") + name(p.reduce) +
            "' is not implemented by gnnone (sum and mean are); use cusparse-free strategies "

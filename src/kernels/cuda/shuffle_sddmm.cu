@@ -11,6 +11,8 @@
 // shuffle rounds, so small F gets small L and more edges per warp).
 // The loop over a warp's edge steps has the same trip count on every lane (edges past the end
 // are masked), so the full-warp shuffles stay converged.
+// Operands may be float32, float16 or bfloat16 (elem.cuh: 16-byte loads, float32 arithmetic, one
+// rounding per stored value).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/elem.cuh"
 #include "kernels/cuda/gnnone_common.cuh"
 #include "kernels/cuda/spmm_message.cuh"
 
@@ -32,13 +35,13 @@ constexpr int kMaxWarpsPerBlock = 8;
 
 enum OperandKind : int { kByCol = 0, kByRow = 1, kByEdge = 2 };  // targets u, v, e
 
-template <class IndexT>
+template <class IndexT, class T>
 struct ShArgs {
   const IndexT* __restrict__ row;
   const IndexT* __restrict__ col;
-  const float* __restrict__ lhs;  // nullptr for copy_rhs
-  const float* __restrict__ rhs;  // nullptr for copy_lhs
-  float* __restrict__ out;
+  const T* __restrict__ lhs;  // nullptr for copy_rhs
+  const T* __restrict__ rhs;  // nullptr for copy_lhs
+  T* __restrict__ out;
   int64_t nnz;
   int64_t F;
   int64_t edges_per_block;
@@ -59,14 +62,15 @@ __device__ __forceinline__ float combine(int op, float l, float r) {
   }
 }
 
-template <class IndexT>
-__device__ __forceinline__ int64_t operand_row(int kind, const ShArgs<IndexT>& p, int64_t e) {
+template <class IndexT, class T>
+__device__ __forceinline__ int64_t operand_row(int kind, const ShArgs<IndexT, T>& p, int64_t e) {
   return kind == kByCol ? static_cast<int64_t>(__ldg(p.col + e))
          : kind == kByRow ? static_cast<int64_t>(__ldg(p.row + e)) : e;
 }
 
-template <class IndexT, int V, bool kDot>
-__global__ void __launch_bounds__(kMaxWarpsPerBlock * 32) shuffle_sddmm_kernel(const ShArgs<IndexT> p) {
+template <class IndexT, class T, int V, bool kDot>
+__global__ void __launch_bounds__(kMaxWarpsPerBlock * 32)
+    shuffle_sddmm_kernel(const ShArgs<IndexT, T> p) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int nwarps = blockDim.x >> 5;
@@ -80,8 +84,8 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32) shuffle_sddmm_kernel(c
     const int64_t k = b * epw + grp;
     const int64_t e = block_base + k;
     const bool active = k < p.edges_per_block && e < p.nnz;
-    const float* lrow = nullptr;
-    const float* rrow = nullptr;
+    const T* lrow = nullptr;
+    const T* rrow = nullptr;
     if (active) {
       if (p.lhs) lrow = p.lhs + operand_row(p.lhs_kind, p, e) * p.F;
       if (p.rhs) rrow = p.rhs + operand_row(p.rhs_kind, p, e) * p.F;
@@ -91,44 +95,45 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32) shuffle_sddmm_kernel(c
       if (active) {
         for (int j = gl; j < p.nv; j += L) {
           float a[V], c[V];
-          gnnone::ldg_vec<V>(a, lrow + static_cast<int64_t>(j) * V);
-          gnnone::ldg_vec<V>(c, rrow + static_cast<int64_t>(j) * V);
+          elem::load<V>(a, lrow + static_cast<int64_t>(j) * V);
+          elem::load<V>(c, rrow + static_cast<int64_t>(j) * V);
 #pragma unroll
           for (int q = 0; q < V; ++q) sum = fmaf(a[q], c[q], sum);
         }
       }
       for (int off = L >> 1; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      if (active && gl == 0) p.out[e] = sum;
+      if (active && gl == 0) p.out[e] = elem::from_float<T>(sum);
     } else if (active) {
-      float* orow = p.out + e * p.F;
+      T* orow = p.out + e * p.F;
       for (int j = gl; j < p.nv; j += L) {
         float a[V], c[V], r[V];
-        if (lrow) gnnone::ldg_vec<V>(a, lrow + static_cast<int64_t>(j) * V);
+        if (lrow) elem::load<V>(a, lrow + static_cast<int64_t>(j) * V);
         else gnnone::zero_vec(a);
-        if (rrow) gnnone::ldg_vec<V>(c, rrow + static_cast<int64_t>(j) * V);
+        if (rrow) elem::load<V>(c, rrow + static_cast<int64_t>(j) * V);
         else gnnone::zero_vec(c);
 #pragma unroll
         for (int q = 0; q < V; ++q) r[q] = combine(p.op, a[q], c[q]);
-        gnnone::st_vec<V>(orow + static_cast<int64_t>(j) * V, r);
+        elem::store<V>(orow + static_cast<int64_t>(j) * V, r);
       }
     }
   }
 }
 
-template <class IndexT, int V>
-void launch(const ShArgs<IndexT>& a, bool dot, cudaStream_t st) {
+template <class IndexT, class T, int V>
+void launch(const ShArgs<IndexT, T>& a, bool dot, cudaStream_t st) {
   const int64_t blocks = ceil_div<int64_t>(a.nnz, a.edges_per_block);
   SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "shuffle sddmm: graph too large for one grid");
   const int64_t warps_needed = ceil_div<int64_t>(a.edges_per_block, 32 >> a.lanes_log2);
   const int warps = static_cast<int>(std::clamp<int64_t>(warps_needed, 1, kMaxWarpsPerBlock));
-  if (dot) shuffle_sddmm_kernel<IndexT, V, true><<<static_cast<unsigned>(blocks), warps * 32, 0, st>>>(a);
-  else shuffle_sddmm_kernel<IndexT, V, false><<<static_cast<unsigned>(blocks), warps * 32, 0, st>>>(a);
+  const unsigned grid = static_cast<unsigned>(blocks);
+  if (dot) shuffle_sddmm_kernel<IndexT, T, V, true><<<grid, warps * 32, 0, st>>>(a);
+  else shuffle_sddmm_kernel<IndexT, T, V, false><<<grid, warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 
 int kind_of(Target t) { return t == Target::u ? kByCol : t == Target::v ? kByRow : kByEdge; }
 
-template <class IndexT>
+template <class IndexT, class T>
 void run(const SddmmProblem& p, const Schedule& s, cudaStream_t st) {
   const Graph& g = *p.g;
   const int64_t lanes = param_or_default(OpKind::sddmm, "shuffle", s, "lanes");
@@ -137,12 +142,12 @@ void run(const SddmmProblem& p, const Schedule& s, cudaStream_t st) {
               InvalidArgument, "shuffle: lanes must be 0 (adaptive) or a power of two in 2..32, got ",
               lanes);
   SPGNN_CHECK(epb >= 1, InvalidArgument, "shuffle: edges_per_block must be >= 1, got ", epb);
-  ShArgs<IndexT> a{};
+  ShArgs<IndexT, T> a{};
   a.row = g.row.data<IndexT>();
   a.col = g.col.data<IndexT>();
-  a.lhs = p.uses_lhs() ? p.lhs->data<float>() : nullptr;
-  a.rhs = p.uses_rhs() ? p.rhs->data<float>() : nullptr;
-  a.out = p.out->data<float>();
+  a.lhs = p.uses_lhs() ? static_cast<const T*>(p.lhs->raw()) : nullptr;
+  a.rhs = p.uses_rhs() ? static_cast<const T*>(p.rhs->raw()) : nullptr;
+  a.out = static_cast<T*>(p.out->raw());
   a.nnz = g.nnz();
   a.F = p.F;
   a.edges_per_block = epb;
@@ -151,15 +156,24 @@ void run(const SddmmProblem& p, const Schedule& s, cudaStream_t st) {
   a.op = static_cast<int>(p.op);
   const bool dot = p.op == SddmmOp::dot;
   const void* ptrs[3] = {a.lhs, a.rhs, dot ? nullptr : a.out};
-  const int V = vector_width(p.F, ptrs, 3);
+  int V = elem::vector_width(p.F, sizeof(T), ptrs, 3);
+  if (elem::kIsHalf<T> && V == 4) V = 2;  // as in warp_vertex: one instantiation fewer
   SPGNN_CHECK(p.F / V <= (int64_t{1} << 26), InvalidArgument, "shuffle: feature width ", p.F,
               " is too large");
   a.nv = static_cast<int>(p.F / V);
   a.lanes_log2 = lanes ? log2_ceil(lanes) : std::clamp(log2_ceil((a.nv + 1) / 2), 1, 5);
-  switch (V) {
-    case 4: launch<IndexT, 4>(a, dot, st); break;
-    case 2: launch<IndexT, 2>(a, dot, st); break;
-    default: launch<IndexT, 1>(a, dot, st); break;
+  if constexpr (elem::kIsHalf<T>) {
+    switch (V) {
+      case 8: launch<IndexT, T, 8>(a, dot, st); break;
+      case 2: launch<IndexT, T, 2>(a, dot, st); break;
+      default: launch<IndexT, T, 1>(a, dot, st); break;
+    }
+  } else {
+    switch (V) {
+      case 4: launch<IndexT, T, 4>(a, dot, st); break;
+      case 2: launch<IndexT, T, 2>(a, dot, st); break;
+      default: launch<IndexT, T, 1>(a, dot, st); break;
+    }
   }
 }
 
@@ -168,6 +182,8 @@ void run(const SddmmProblem& p, const Schedule& s, cudaStream_t st) {
 std::string shuffle_sddmm_supports(const SddmmProblem& p) {
   if (!p.g->device().is_cuda())
     return "graph and tensors are on the CPU; shuffle runs on CUDA devices";
+  if (p.dtype != DType::f32 && !is_half(p.dtype))
+    return std::string("shuffle reads float32, float16 or bfloat16, not ") + dtype_name(p.dtype);
   if (p.g->index_dtype() != DType::i32 && p.g->index_dtype() != DType::i64)
     return "graph index dtype must be int32 or int64";
   return "";
@@ -178,8 +194,11 @@ void shuffle_sddmm(const SddmmProblem& p, const Schedule& s) {
   if (g.nnz() == 0 || p.F == 0) return;
   gnnone::DeviceGuard guard(g.device().index);
   const cudaStream_t st = as_stream(p.stream);
-  if (g.index_dtype() == DType::i64) run<int64_t>(p, s, st);
-  else run<int32_t>(p, s, st);
+  elem::dispatch(p.dtype, [&](auto t) {
+    using T = decltype(t);
+    if (g.index_dtype() == DType::i64) run<int64_t, T>(p, s, st);
+    else run<int32_t, T>(p, s, st);
+  });
 }
 
 }  // namespace spgnn::detail

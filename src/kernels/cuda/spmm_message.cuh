@@ -47,9 +47,12 @@ inline int binop_of(SpmmOp op) {
 // The SpMM problems every row-parallel strategy accepts (sum and mean of every op; max/min with
 // their arg outputs: only warp_vertex on the GPU, and cpu_ref). Never dereferences u/e/out: resolve_*_schedule
 // asks before any tensor exists.
-inline std::string spmm_supports(const SpmmProblem& p, const char* strategy) {
+inline std::string spmm_supports(const SpmmProblem& p, const char* strategy, bool half = false) {
   if (!p.g->device().is_cuda())
     return std::string("graph and tensors are on the CPU; ") + strategy + " runs on CUDA devices";
+  if (p.dtype != DType::f32 && !(half && is_half(p.dtype)))
+    return std::string(strategy) + " reads float32 features, not " + dtype_name(p.dtype) +
+           " (float16/bfloat16: warp_vertex)";
   if (p.reduce != Reduce::sum && p.reduce != Reduce::mean)
     return std::string("reduce '") + name(p.reduce) + "' is not implemented by " + strategy +
            " (sum and mean are; warp_vertex also runs max and min)";

@@ -19,6 +19,10 @@
 // many blocks) or the average degree is > 50 (a vertex's work dwarfs the atomic).
 //
 // max and min (with the arg outputs the backward needs) run in a separate, simpler kernel below.
+//
+// Features may be float32, float16 or bfloat16 (elem.cuh): a lane loads V elements at once (16
+// bytes: 4 floats or 8 halves), accumulates in float32 and rounds once when it stores the row.
+// Scalar edge weights are float32 (the graph's own values) or the features' dtype.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,6 +34,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/elem.cuh"
 #include "kernels/cuda/gnnone_common.cuh"
 #include "kernels/cuda/spmm_message.cuh"
 
@@ -46,13 +51,20 @@ constexpr double kSoftwareMinAvgDegree = 50.0;
 constexpr int kWarpsPerSm = 64;
 constexpr int kUnroll = 4;
 
-template <class IndexT>
+// A scalar edge weight: float32, or the features' dtype (a warp-uniform branch).
+template <class T>
+__device__ __forceinline__ float weight(const void* w, bool w_is_t, int64_t k) {
+  return w_is_t ? elem::ldg1(static_cast<const T*>(w) + k) : __ldg(static_cast<const float*>(w) + k);
+}
+
+template <class IndexT, class T>
 struct WvArgs {
   const IndexT* __restrict__ rowptr;
   const IndexT* __restrict__ col;
-  const float* __restrict__ u;
-  const float* __restrict__ e;
-  float* __restrict__ out;
+  const T* __restrict__ u;
+  const T* __restrict__ e;  // edge rows [nnz, F] (copy_e, u_op_e with wide e)
+  const void* w;            // scalar edge weights [nnz] (u_op_e with e of width 1)
+  T* __restrict__ out;
   unsigned long long* counter;  // software assignment: next free warp-task
   int64_t n;
   int64_t F;
@@ -64,15 +76,16 @@ struct WvArgs {
   int step;
   bool mean;
   bool software;
+  bool w_is_t;  // w holds T, else float
 };
 
-template <class IndexT, int V, int kMode>
-__device__ __forceinline__ void vertex(const WvArgs<IndexT>& p, int64_t v, int gl, int G,
+template <class IndexT, class T, int V, int kMode>
+__device__ __forceinline__ void vertex(const WvArgs<IndexT, T>& p, int64_t v, int gl, int G,
                                        unsigned gmask) {
   // Row bounds in registers for the whole row (TLPGNN's "register caching").
   const int64_t beg = __ldg(p.rowptr + v), end = __ldg(p.rowptr + v + 1);
   const float scale = (p.mean && end > beg) ? 1.f / static_cast<float>(end - beg) : 1.f;
-  float* orow = p.out + v * p.F;
+  T* orow = p.out + v * p.F;
   for (int pass = 0; pass < p.passes; ++pass) {
     const int vi = pass * G + gl;
     const bool ok = vi < p.nv;
@@ -82,9 +95,8 @@ __device__ __forceinline__ void vertex(const WvArgs<IndexT>& p, int64_t v, int g
     auto fold = [&](IndexT c, float w, int64_t edge) {
       if (!ok) return;
       float x[V], y[V];
-      if constexpr (kMode != kCopyE) gnnone::ldg_vec<V>(x, p.u + static_cast<int64_t>(c) * p.F + foff);
-      if constexpr (kMode == kCopyE || kMode == kUOpEWide)
-        gnnone::ldg_vec<V>(y, p.e + edge * p.F + foff);
+      if constexpr (kMode != kCopyE) elem::load<V>(x, p.u + static_cast<int64_t>(c) * p.F + foff);
+      if constexpr (kMode == kCopyE || kMode == kUOpEWide) elem::load<V>(y, p.e + edge * p.F + foff);
 #pragma unroll
       for (int q = 0; q < V; ++q) {
         if constexpr (kMode == kCopyU) acc[q] += x[q];
@@ -97,7 +109,7 @@ __device__ __forceinline__ void vertex(const WvArgs<IndexT>& p, int64_t v, int g
       const int cnt = static_cast<int>(min(static_cast<int64_t>(G), end - base));
       const IndexT my_c = gl < cnt ? __ldg(p.col + base + gl) : IndexT(0);
       float my_w = 0.f;
-      if constexpr (kMode == kUOpEScalar) my_w = gl < cnt ? __ldg(p.e + base + gl) : 0.f;
+      if constexpr (kMode == kUOpEScalar) my_w = gl < cnt ? weight<T>(p.w, p.w_is_t, base + gl) : 0.f;
       int j = 0;
       for (; j + kUnroll <= cnt; j += kUnroll) {
         IndexT c[kUnroll];
@@ -119,13 +131,13 @@ __device__ __forceinline__ void vertex(const WvArgs<IndexT>& p, int64_t v, int g
     if (ok) {
 #pragma unroll
       for (int q = 0; q < V; ++q) acc[q] *= scale;
-      gnnone::st_vec<V>(orow + foff, acc);
+      elem::store<V>(orow + foff, acc);
     }
   }
 }
 
-template <class IndexT, int V, int kMode>
-__global__ void __launch_bounds__(gnnone::kMaxThreads) warp_vertex_kernel(const WvArgs<IndexT> p) {
+template <class IndexT, class T, int V, int kMode>
+__global__ void __launch_bounds__(gnnone::kMaxThreads) warp_vertex_kernel(const WvArgs<IndexT, T> p) {
   const int lane = threadIdx.x & 31;
   const int G = 1 << p.g_log2;
   const int gpw = 32 >> p.g_log2;  // vertices (groups) per warp
@@ -135,7 +147,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads) warp_vertex_kernel(const 
   if (!p.software) {
     const int64_t task = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
     const int64_t v = task * gpw + grp;
-    if (v < p.n) vertex<IndexT, V, kMode>(p, v, gl, G, gmask);
+    if (v < p.n) vertex<IndexT, T, V, kMode>(p, v, gl, G, gmask);
     return;
   }
   // Software task pool (Algorithm 1): lane 0 claims `step` warp-tasks, the warp shares them.
@@ -147,7 +159,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads) warp_vertex_kernel(const 
     const int64_t last = min(static_cast<int64_t>(first) + p.step, p.n_tasks);
     for (int64_t task = static_cast<int64_t>(first); task < last; ++task) {
       const int64_t v = task * gpw + grp;
-      if (v < p.n) vertex<IndexT, V, kMode>(p, v, gl, G, gmask);
+      if (v < p.n) vertex<IndexT, T, V, kMode>(p, v, gl, G, gmask);
     }
     __syncwarp();
   }
@@ -159,24 +171,26 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads) warp_vertex_kernel(const 
 // suite, so it is kept to 8 instantiations). A message replaces the running winner only when it
 // is strictly better, so ties keep the first edge in row order, as in cpu_ref; rows without
 // edges get 0 and arg -1.
-template <class IndexT>
+template <class IndexT, class T>
 struct MinMaxArgs {
   const IndexT* __restrict__ rowptr;
   const IndexT* __restrict__ col;
-  const float* __restrict__ u;
-  const float* __restrict__ e;
-  float* __restrict__ out;
+  const T* __restrict__ u;
+  const T* __restrict__ e;  // edge rows [nnz, F]
+  const void* w;            // scalar edge weights [nnz]
+  T* __restrict__ out;
   int64_t* __restrict__ arg_u;  // may be null
   int64_t* __restrict__ arg_e;  // may be null
   int64_t n;
   int64_t F;
   int binop;
   bool is_max;
+  bool w_is_t;
 };
 
-template <class IndexT, int kMode>
+template <class IndexT, class T, int kMode>
 __global__ void __launch_bounds__(gnnone::kMaxThreads)
-    warp_vertex_minmax_kernel(const MinMaxArgs<IndexT> p) {
+    warp_vertex_minmax_kernel(const MinMaxArgs<IndexT, T> p) {
   const int64_t v = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (v >= p.n) return;
   const int lane = threadIdx.x & 31;
@@ -187,34 +201,42 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
     for (int64_t k = beg; k < end; ++k) {
       const int64_t c = static_cast<int64_t>(__ldg(p.col + k));  // one address for the warp
       float m;
-      if constexpr (kMode == kCopyU) m = __ldg(p.u + c * p.F + f);
-      else if constexpr (kMode == kCopyE) m = __ldg(p.e + k * p.F + f);
-      else if constexpr (kMode == kUOpEScalar) m = apply(p.binop, __ldg(p.u + c * p.F + f), __ldg(p.e + k));
-      else m = apply(p.binop, __ldg(p.u + c * p.F + f), __ldg(p.e + k * p.F + f));
+      if constexpr (kMode == kCopyU) m = elem::ldg1(p.u + c * p.F + f);
+      else if constexpr (kMode == kCopyE) m = elem::ldg1(p.e + k * p.F + f);
+      else if constexpr (kMode == kUOpEScalar)
+        m = apply(p.binop, elem::ldg1(p.u + c * p.F + f), weight<T>(p.w, p.w_is_t, k));
+      else m = apply(p.binop, elem::ldg1(p.u + c * p.F + f), elem::ldg1(p.e + k * p.F + f));
       if (k == beg || (p.is_max ? m > best : m < best)) {
         best = m;
         won = k;
       }
     }
     const int64_t o = v * p.F + f;
-    p.out[o] = best;
+    p.out[o] = elem::from_float<T>(best);
     if (p.arg_e) p.arg_e[o] = won;
     if (p.arg_u) p.arg_u[o] = won >= 0 ? static_cast<int64_t>(__ldg(p.col + won)) : -1;
   }
 }
 
-template <class IndexT>
+// The scalar edge weights of u_op_e with an e of width 1 (float32 or the features' dtype).
+inline bool weights_are_t(const SpmmProblem& p) {
+  return p.uses_e() && p.e_width == 1 && p.e->dtype() != DType::f32;
+}
+
+template <class IndexT, class T>
 void run_minmax(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
   const Graph& g = *p.g;
   const int warps = static_cast<int>(param_or_default(OpKind::spmm, "warp_vertex", s, "warps"));
   SPGNN_CHECK(warps >= 1 && warps <= gnnone::kMaxWarps, InvalidArgument,
               "warp_vertex: warps must be in 1..", gnnone::kMaxWarps, ", got ", warps);
-  MinMaxArgs<IndexT> a{};
+  MinMaxArgs<IndexT, T> a{};
   a.rowptr = g.rowptr.data<IndexT>();
   a.col = g.col.data<IndexT>();
-  a.u = p.uses_u() ? p.u->data<float>() : nullptr;
-  a.e = p.uses_e() ? p.e->data<float>() : nullptr;
-  a.out = p.out->data<float>();
+  a.u = p.uses_u() ? static_cast<const T*>(p.u->raw()) : nullptr;
+  a.e = p.uses_e() ? static_cast<const T*>(p.e->raw()) : nullptr;
+  a.w = p.uses_e() ? p.e->raw() : nullptr;
+  a.w_is_t = weights_are_t(p);
+  a.out = static_cast<T*>(p.out->raw());
   a.arg_u = p.arg_u ? p.arg_u->data<int64_t>() : nullptr;
   a.arg_e = p.arg_e ? p.arg_e->data<int64_t>() : nullptr;
   a.n = g.n_rows;
@@ -225,10 +247,10 @@ void run_minmax(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
   SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "warp_vertex: graph too large for one grid");
   const dim3 grid(static_cast<unsigned>(blocks)), block(static_cast<unsigned>(warps * 32));
   switch (mode_of(p)) {
-    case kCopyU: warp_vertex_minmax_kernel<IndexT, kCopyU><<<grid, block, 0, st>>>(a); break;
-    case kCopyE: warp_vertex_minmax_kernel<IndexT, kCopyE><<<grid, block, 0, st>>>(a); break;
-    case kUOpEScalar: warp_vertex_minmax_kernel<IndexT, kUOpEScalar><<<grid, block, 0, st>>>(a); break;
-    default: warp_vertex_minmax_kernel<IndexT, kUOpEWide><<<grid, block, 0, st>>>(a); break;
+    case kCopyU: warp_vertex_minmax_kernel<IndexT, T, kCopyU><<<grid, block, 0, st>>>(a); break;
+    case kCopyE: warp_vertex_minmax_kernel<IndexT, T, kCopyE><<<grid, block, 0, st>>>(a); break;
+    case kUOpEScalar: warp_vertex_minmax_kernel<IndexT, T, kUOpEScalar><<<grid, block, 0, st>>>(a); break;
+    default: warp_vertex_minmax_kernel<IndexT, T, kUOpEWide><<<grid, block, 0, st>>>(a); break;
   }
   SPGNN_CUDA_CHECK_LAUNCH();
 }
@@ -257,8 +279,8 @@ int sm_count(int device) {
   return sms;
 }
 
-template <class IndexT, int V, int kMode>
-void launch(const WvArgs<IndexT>& a, int warps, int device, cudaStream_t st) {
+template <class IndexT, class T, int V, int kMode>
+void launch(const WvArgs<IndexT, T>& a, int warps, int device, cudaStream_t st) {
   int64_t blocks = 0;
   if (a.software) {
     const int64_t resident = static_cast<int64_t>(sm_count(device)) * (kWarpsPerSm / warps);
@@ -268,22 +290,22 @@ void launch(const WvArgs<IndexT>& a, int warps, int device, cudaStream_t st) {
     blocks = ceil_div<int64_t>(a.n_tasks, warps);
   }
   SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "warp_vertex: graph too large for one grid");
-  warp_vertex_kernel<IndexT, V, kMode>
+  warp_vertex_kernel<IndexT, T, V, kMode>
       <<<static_cast<unsigned>(blocks), warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 
-template <class IndexT, int V>
-void launch_mode(const WvArgs<IndexT>& a, int mode, int warps, int device, cudaStream_t st) {
+template <class IndexT, class T, int V>
+void launch_mode(const WvArgs<IndexT, T>& a, int mode, int warps, int device, cudaStream_t st) {
   switch (mode) {
-    case kCopyU: launch<IndexT, V, kCopyU>(a, warps, device, st); break;
-    case kCopyE: launch<IndexT, V, kCopyE>(a, warps, device, st); break;
-    case kUOpEScalar: launch<IndexT, V, kUOpEScalar>(a, warps, device, st); break;
-    default: launch<IndexT, V, kUOpEWide>(a, warps, device, st); break;
+    case kCopyU: launch<IndexT, T, V, kCopyU>(a, warps, device, st); break;
+    case kCopyE: launch<IndexT, T, V, kCopyE>(a, warps, device, st); break;
+    case kUOpEScalar: launch<IndexT, T, V, kUOpEScalar>(a, warps, device, st); break;
+    default: launch<IndexT, T, V, kUOpEWide>(a, warps, device, st); break;
   }
 }
 
-template <class IndexT>
+template <class IndexT, class T>
 void run(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
   const Graph& g = *p.g;
   const int warps = static_cast<int>(param_or_default(OpKind::spmm, "warp_vertex", s, "warps"));
@@ -292,17 +314,21 @@ void run(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
   SPGNN_CHECK(warps >= 1 && warps <= gnnone::kMaxWarps, InvalidArgument,
               "warp_vertex: warps must be in 1..", gnnone::kMaxWarps, ", got ", warps);
   SPGNN_CHECK(step >= 1, InvalidArgument, "warp_vertex: step must be >= 1, got ", step);
-  WvArgs<IndexT> a{};
+  WvArgs<IndexT, T> a{};
   a.rowptr = g.rowptr.data<IndexT>();
   a.col = g.col.data<IndexT>();
-  a.u = p.uses_u() ? p.u->data<float>() : nullptr;
-  a.e = p.uses_e() ? p.e->data<float>() : nullptr;
-  a.out = p.out->data<float>();
+  a.u = p.uses_u() ? static_cast<const T*>(p.u->raw()) : nullptr;
+  a.e = p.uses_e() ? static_cast<const T*>(p.e->raw()) : nullptr;
+  a.w = p.uses_e() ? p.e->raw() : nullptr;
+  a.w_is_t = weights_are_t(p);
+  a.out = static_cast<T*>(p.out->raw());
   a.n = g.n_rows;
   a.F = p.F;
   const int mode = mode_of(p);
   const void* ptrs[3] = {a.u, a.out, mode == kUOpEScalar ? nullptr : a.e};
-  const int V = vector_width(p.F, ptrs, 3);
+  int V = elem::vector_width(p.F, sizeof(T), ptrs, 3);
+  // Halves skip V = 4 (F = 4 mod 8 takes pairs): one instantiation fewer per mode.
+  if (elem::kIsHalf<T> && V == 4) V = 2;
   SPGNN_CHECK(p.F / V <= (int64_t{1} << 26), InvalidArgument, "warp_vertex: feature width ", p.F,
               " is too large");
   a.nv = static_cast<int>(p.F / V);
@@ -320,10 +346,18 @@ void run(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
     a.counter = task_counter(device, st);
     SPGNN_CUDA_CHECK(cudaMemsetAsync(a.counter, 0, sizeof(unsigned long long), st));
   }
-  switch (V) {
-    case 4: launch_mode<IndexT, 4>(a, mode, warps, device, st); break;
-    case 2: launch_mode<IndexT, 2>(a, mode, warps, device, st); break;
-    default: launch_mode<IndexT, 1>(a, mode, warps, device, st); break;
+  if constexpr (elem::kIsHalf<T>) {
+    switch (V) {
+      case 8: launch_mode<IndexT, T, 8>(a, mode, warps, device, st); break;
+      case 2: launch_mode<IndexT, T, 2>(a, mode, warps, device, st); break;
+      default: launch_mode<IndexT, T, 1>(a, mode, warps, device, st); break;
+    }
+  } else {
+    switch (V) {
+      case 4: launch_mode<IndexT, T, 4>(a, mode, warps, device, st); break;
+      case 2: launch_mode<IndexT, T, 2>(a, mode, warps, device, st); break;
+      default: launch_mode<IndexT, T, 1>(a, mode, warps, device, st); break;
+    }
   }
 }
 
@@ -334,9 +368,9 @@ std::string warp_vertex_spmm_supports(const SpmmProblem& p) {
   if (p.reduce == Reduce::max || p.reduce == Reduce::min) {
     SpmmProblem as_sum = p;
     as_sum.reduce = Reduce::sum;
-    return spmm_supports(as_sum, "warp_vertex");
+    return spmm_supports(as_sum, "warp_vertex", true);
   }
-  return spmm_supports(p, "warp_vertex");
+  return spmm_supports(p, "warp_vertex", true);
 }
 
 void warp_vertex_spmm(const SpmmProblem& p, const Schedule& s) {
@@ -345,8 +379,13 @@ void warp_vertex_spmm(const SpmmProblem& p, const Schedule& s) {
   const cudaStream_t st = as_stream(p.stream);
   if (g.n_rows == 0 || p.F == 0) return;
   const bool minmax = p.reduce == Reduce::max || p.reduce == Reduce::min;
-  if (g.index_dtype() == DType::i64) minmax ? run_minmax<int64_t>(p, s, st) : run<int64_t>(p, s, st);
-  else minmax ? run_minmax<int32_t>(p, s, st) : run<int32_t>(p, s, st);
+  elem::dispatch(p.dtype, [&](auto t) {
+    using T = decltype(t);
+    if (g.index_dtype() == DType::i64)
+      minmax ? run_minmax<int64_t, T>(p, s, st) : run<int64_t, T>(p, s, st);
+    else
+      minmax ? run_minmax<int32_t, T>(p, s, st) : run<int32_t, T>(p, s, st);
+  });
 }
 
 }  // namespace spgnn::detail
