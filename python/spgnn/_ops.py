@@ -653,3 +653,42 @@ def _sspmm_backward(ctx, grad):
 
 
 register_autograd(f"{_lib}::cbsr_sspmm", _sspmm_backward, setup_context=_sspmm_setup)
+
+
+# ---- autocast --------------------------------------------------------------------------------------
+# Inside torch.autocast, an op's float operands (float64 excepted, as autocast leaves it) are cast
+# to one dtype before it runs, so that a layer may mix an autocast GEMM's half output with float32
+# parameters or graph weights: the autocast dtype on the CPU (float16/bfloat16 run there in
+# float32 with one rounding per result), float32 on the GPU (whose kernels take float32 for now).
+# The dtype is read at each call, so one registration serves bfloat16 and float16 regions.
+
+_AUTOCAST_OPS = ("gspmm", "gspmm_arg", "gsddmm", "edge_softmax",
+                 "edge_softmax_backward", "gat_aggregate", "gat_aggregate_backward", "maxk",
+                 "cbsr_to_dense", "cbsr_gather", "cbsr_spgemm", "cbsr_sspmm")
+_autocast_lib = torch.library.Library(_lib, "IMPL")
+
+
+def _cast_floats(value, device_type: str, dtype):
+    if isinstance(value, Tensor):
+        if (value.is_floating_point() and value.device.type == device_type
+                and value.dtype != torch.float64):
+            return value.to(dtype)
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast_floats(v, device_type, dtype) for v in value)
+    return value
+
+
+def _autocast_kernel(op, device_type: str):
+    def kernel(_keyset, *args):
+        dtype = torch.get_autocast_dtype(device_type) if device_type == "cpu" else torch.float32
+        with torch.autocast(device_type, enabled=False):
+            return op(*_cast_floats(args, device_type, dtype))
+    return kernel
+
+
+for _name in _AUTOCAST_OPS:
+    _op = getattr(torch.ops.spgnn, _name).default
+    for _dev, _key in (("cpu", "AutocastCPU"), ("cuda", "AutocastCUDA")):
+        _autocast_lib.impl(_name, _autocast_kernel(_op, _dev), _key, with_keyset=True)
+del _name, _op, _dev, _key

@@ -9,7 +9,8 @@ from torch import Tensor
 
 from . import _C
 
-__all__ = ["C", "stream_of", "on_device", "arr", "check_tensor", "check_float"]
+__all__ = ["C", "stream_of", "on_device", "arr", "check_tensor", "check_float",
+           "check_same_dtype"]
 
 C = _C
 
@@ -61,12 +62,25 @@ def check_tensor(t, name: str, *, ndim: Optional[Sequence[int]] = None, dtypes=N
                          f"inputs in place and never copies them; pass {name}.contiguous()")
 
 
+_HALVES = (torch.float16, torch.bfloat16)
+
+
 def check_float(t: Tensor, name: str, **kw) -> None:
-    """A feature tensor: float32 anywhere, float64 on the CPU (the float64 reference path)."""
-    if isinstance(t, Tensor) and t.dtype == torch.float64 and t.is_cuda:
-        raise TypeError(f"{name} is float64 on {t.device}: spgnn's GPU kernels take float32 "
-                        "(float64 runs on the CPU reference path only)")
-    if isinstance(t, Tensor) and t.dtype in (torch.float16, torch.bfloat16):
-        raise TypeError(f"{name} is {str(t.dtype).replace('torch.', '')}: this spgnn takes "
-                        "float32 (float64 on the CPU); half precision is not supported yet")
-    check_tensor(t, name, dtypes=_FLOATS, **kw)
+    """A feature tensor: float32 anywhere; float64 (the float64 reference path) and
+    float16/bfloat16 (computed in float32, each result rounded once) on the CPU."""
+    if isinstance(t, Tensor) and t.is_cuda and t.dtype in (torch.float64,) + _HALVES:
+        kind = str(t.dtype).replace("torch.", "")
+        raise TypeError(f"{name} is {kind} on {t.device}: spgnn's GPU kernels take float32 for "
+                        "now (float64 and half precision run on the CPU; under torch.autocast "
+                        "spgnn's ops run in float32 on the GPU)")
+    check_tensor(t, name, dtypes=_FLOATS + _HALVES, **kw)
+
+
+def check_same_dtype(*named) -> None:
+    """The float operands of one op share one dtype: (tensor, name) pairs, None skipped."""
+    named = [(t, n) for t, n in named if t is not None]
+    for t, n in named[1:]:
+        if t.dtype != named[0][0].dtype:
+            raise TypeError(f"{n} is {str(t.dtype).replace('torch.', '')} but {named[0][1]} is "
+                            f"{str(named[0][0].dtype).replace('torch.', '')}: one op takes one "
+                            "float dtype")

@@ -254,6 +254,12 @@ class DistGraph(Graph):
         hit = self._splits.get(kind)
         if hit is not None:
             return hit
+        # Built once, on a layer's first call, perhaps inside torch.autocast: the weights are
+        # the graph's float32 values, not their rounding to the autocast dtype.
+        with torch.autocast(self.device.type, enabled=False):
+            return self._build_split(kind)
+
+    def _build_split(self, kind: str) -> tuple:
         if kind in ("gcn", "gcn_improved", "gcn_noloops"):
             g = self.variant(kind)
         elif kind in ("mean", "sum"):
@@ -292,8 +298,9 @@ class DistGraph(Graph):
             return None
         g = self._variants.get(kind)
         if g is None:
-            g = self._variants[kind] = self._gcn(kind != "gcn_noloops",
-                                                 2.0 if kind == "gcn_improved" else 1.0)
+            with torch.autocast(self.device.type, enabled=False):  # as in _split
+                g = self._variants[kind] = self._gcn(kind != "gcn_noloops",
+                                                     2.0 if kind == "gcn_improved" else 1.0)
         return g
 
     @torch.no_grad()

@@ -7,7 +7,9 @@ are ``[N, *]`` (trailing dimensions are flattened and restored), edge features `
 ``[E, 1...]`` (broadcast over the features) or ``[E, *]`` matching the node features. Edge
 tensors follow the order of the edges the graph was built from. Inputs are read in place: they
 must be contiguous, float32 (float64 on the CPU, computed by the float64 reference), on the
-graph's device.
+graph's device. Every op also takes float16/bfloat16 on the CPU (computed in float32, each
+result rounded once); the GPU kernels take float32 for now. Under ``torch.autocast`` the ops
+cast their float operands to the autocast dtype on the CPU, and to float32 on the GPU.
 
     out = spgnn.ops.u_mul_e_sum(g, x, w)     # out[v] = sum over edges (u -> v) of x[u] * w[e]
     s = spgnn.ops.u_dot_v(g, q, k)           # s[e] = <q[u], k[v]>
@@ -21,7 +23,7 @@ import torch
 from torch import Tensor
 
 from . import _ops
-from ._runtime import check_float, check_tensor
+from ._runtime import check_float, check_same_dtype, check_tensor
 from .graph import Graph
 
 __all__ = ["gspmm", "gsddmm", "edge_softmax", "gat_aggregate", "maxk", "cbsr_to_dense",
@@ -71,7 +73,8 @@ def _node_operand(g: Graph, x: Tensor, name: str, rows: int, rows_name: str) -> 
 
 def _edge_operand(g: Graph, e: Tensor, name: str, feat_shape) -> Tensor:
     """e as [E, 1] (broadcast) or [E, D] in spgnn's edge order."""
-    check_float(e, name, device=g.device, rows=g.num_edges, rows_name="the number of edges E")
+    check_float(e, name, device=g.device, rows=g.num_edges,
+                rows_name="the number of edges E")
     trailing = tuple(e.shape[1:])
     D = 1
     for s in trailing:
@@ -189,8 +192,8 @@ def edge_softmax(g: Graph, logits: Tensor, norm_by: str = "dst") -> Tensor:
         raise ValueError(f"norm_by must be 'dst' or 'src', got {norm_by!r}")
     check_float(logits, "logits", device=g.device, rows=g.num_edges,
                 rows_name="the number of edges E")
-    if logits.dtype != torch.float32:
-        raise TypeError("edge_softmax takes float32 logits")
+    if logits.dtype == torch.float64:
+        raise TypeError("edge_softmax takes float32 (or float16/bfloat16) logits, got float64")
     s = _to_spgnn_order(g, _flat2(logits))
     h = g.handle()
     if norm_by == "dst":
@@ -219,9 +222,9 @@ def gat_aggregate(g: Graph, feat: Tensor, el: Tensor, er: Tensor, negative_slope
                 rows_name="num_dst_nodes")
     check_float(feat, "feat", ndim=(2, 3), device=g.device, rows=g.num_src_nodes,
                 rows_name="num_src_nodes")
-    for t, name in ((el, "el"), (er, "er"), (feat, "feat")):
-        if t.dtype != torch.float32:
-            raise TypeError(f"gat_aggregate takes float32 tensors; {name} is {t.dtype}")
+    if feat.dtype == torch.float64:
+        raise TypeError("gat_aggregate takes float32 (or float16/bfloat16) tensors, got float64")
+    check_same_dtype((feat, "feat"), (el, "el"), (er, "er"))
     if er.shape[1] != H or (feat.dim() == 3 and feat.shape[1] != H) or _flat2(
             feat).shape[1] % max(H, 1):
         raise ValueError(f"heads disagree: el {tuple(el.shape)}, er {tuple(er.shape)}, feat "
@@ -245,8 +248,8 @@ def maxk(x: Tensor, k: int) -> Tuple[Tensor, Tensor]:
     (values [N, k] in ascending column order, columns [N, k] uint8 when F <= 256, else
     uint16). Differentiable in x."""
     check_float(x, "x", ndim=(2,))
-    if x.dtype != torch.float32:
-        raise TypeError("maxk takes float32")
+    if x.dtype == torch.float64:
+        raise TypeError("maxk takes float32 (or float16/bfloat16), got float64")
     if not isinstance(k, int) or not 1 <= k <= x.shape[1]:
         raise ValueError(f"k must be an int in [1, F = {x.shape[1]}], got {k!r}")
     if x.shape[1] > 65536:
@@ -261,7 +264,9 @@ def cbsr_to_dense(values: Tensor, columns: Tensor, num_features: int) -> Tensor:
 
 
 def _check_cbsr(values: Tensor, columns: Tensor, F: int):
-    check_tensor(values, "values", ndim=(2,), dtypes=(torch.float32,))
+    check_float(values, "values", ndim=(2,))
+    if values.dtype == torch.float64:
+        raise TypeError("CBSR values must be float32 (or float16/bfloat16), got float64")
     check_tensor(columns, "columns", ndim=(2,), dtypes=(_ops.cbsr_index_dtype(F),),
                  device=values.device)
     if columns.shape != values.shape:
@@ -278,6 +283,7 @@ def cbsr_spgemm(g: Graph, values: Tensor, columns: Tensor, num_features: int,
     check_tensor(values, "values", device=g.device, rows=g.num_src_nodes,
                  rows_name="num_src_nodes")
     e2 = None if e is None else _edge_operand(g, e, "e", None)
+    check_same_dtype((values, "values"), (e, "e"))
     return _ops.cbsr_spgemm(g.handle(), values, columns, num_features, e2, g.num_dst_nodes)
 
 
@@ -292,6 +298,7 @@ def cbsr_sspmm(g: Graph, d_out: Tensor, values: Tensor, columns: Tensor,
     check_tensor(values, "values", device=g.device, rows=g.num_src_nodes,
                  rows_name="num_src_nodes")
     e2 = None if e is None else _edge_operand(g, e, "e", None)
+    check_same_dtype((d_out, "d_out"), (values, "values"), (e, "e"))
     return _ops.cbsr_sspmm(g.handle(), e2, d_out, values, columns)
 
 

@@ -35,6 +35,8 @@ from .distributed import CommStats, DistGraph, all_reduce_gradients
 __all__ = ["Net", "main", "parse_args", "run"]
 
 MODELS = ("gcn", "sage", "gin", "gat")
+DTYPES = ("fp32", "bf16", "fp16")
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Where --dataset names are looked up: $SPGNN_DATA, else the checkout's ../shared/data.
 DATA = os.environ.get("SPGNN_DATA") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "..", "shared", "data"))
@@ -104,6 +106,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--runs", type=int, default=1, help="train with seeds seed .. seed+runs-1")
     ap.add_argument("--device", default="auto", help="auto, cpu, cuda (one process per GPU)")
+    ap.add_argument("--dtype", choices=DTYPES, default="fp32",
+                    help="bf16/fp16: mixed precision with torch.autocast (float32 weights and "
+                         "optimizer state; fp16 with loss scaling)")
     ap.add_argument("--eval-every", type=int, default=1,
                     help="evaluate every N epochs (and after the last); the test accuracy "
                          "reported is the one at the best validation accuracy")
@@ -235,6 +240,16 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
     if counts[0] == 0:
         raise SystemExit("the training split is empty")
     reduce_stats = CommStats()
+    half = _AUTOCAST.get(args.dtype)
+
+    def forward():
+        # Mixed precision as PyTorch does it: the model's weights stay float32, the GEMMs (and on
+        # the CPU spgnn's ops) run in the half dtype, the loss in float32.
+        with torch.autocast(dev.type, dtype=half or torch.float32, enabled=half is not None):
+            return model(d.x, d.graph).float()
+
+    # float16's range needs loss scaling (its gradients underflow); bfloat16 has float32's.
+    scaler = torch.amp.GradScaler(dev.type, enabled=args.dtype == "fp16")
     best_val, test_at_best, times, comm, rows = -1.0, 0.0, [], [], []
     for epoch in range(1, args.epochs + 1):
         if d.stats is not None:
@@ -244,13 +259,16 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad(set_to_none=True)
-        out = model(d.x, d.graph)
+        out = forward()
         # This rank's share of the whole training set's mean loss.
         loss = F.cross_entropy(out[train_idx], d.y[train_idx], reduction="sum") / counts[0]
-        loss.backward()
+        scaler.scale(loss).backward()
         if distributed:
+            # Before the scaler looks for inf/NaN: a rank's overflow reaches every rank through
+            # the sum, so all ranks skip the same steps.
             all_reduce_gradients(model, stats=reduce_stats)
-        opt.step()
+        scaler.step(opt)
+        scaler.update()
         _sync(dev)
         ms = (time.perf_counter() - t0) * 1e3
         halo = d.stats.collect() if d.stats is not None else None
@@ -264,7 +282,7 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
         if epoch % args.eval_every == 0 or last or every:
             model.eval()
             with torch.no_grad():
-                pred = model(d.x, d.graph).argmax(1)
+                pred = forward().argmax(1)
             correct = [0.0 if i is None else float((pred[i] == d.y[i]).sum()) for i in d.splits]
             total_loss, *correct = _sum([float(loss.detach())] + correct, dev, distributed)
             accs = [c / n if n else 0.0 for c, n in zip(correct, counts)]
@@ -315,6 +333,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
     accs = [r["test_acc"] for r in results]
     summary = {
         "model": args.model, "maxk": args.maxk, "dataset": args.dist or args.dataset,
+        "dtype": args.dtype,
         "ranks": world, "device": str(dev), "epochs": args.epochs,
         "test_acc": accs, "test_acc_mean": sum(accs) / len(accs),
         "epoch_ms": [r["epoch_ms"] for r in results],
@@ -324,7 +343,8 @@ def run(args: argparse.Namespace, log=print) -> dict:
         "sent_mib_per_epoch": [p[2] for p in per_rank],
     }
     if rank == 0:
-        log(f"{args.model}{'-maxk' + str(args.maxk) if args.maxk else ''} on "
+        log(f"{args.model}{'-maxk' + str(args.maxk) if args.maxk else ''} "
+            f"({args.dtype}) on "
             f"{summary['dataset']}, {world} rank(s) on {dev.type}: test accuracy "
             f"{summary['test_acc_mean']:.4f} (mean of {len(accs)}), "
             f"{min(summary['epoch_ms']):.2f} ms/epoch (median), comm "

@@ -105,7 +105,9 @@ def test_bad_op_arguments_are_named(gen):
         (lambda: ops.copy_u_sum(g, x[:-1]), ValueError, "lhs_data has .* rows, expected "
                                                          "num_src_nodes"),
         (lambda: ops.copy_u_sum(g, x.int()), TypeError, "lhs_data must have dtype float32"),
-        (lambda: ops.copy_u_sum(g, x.half()), TypeError, "half precision"),
+        (lambda: ops.edge_softmax(g, torch.ones(E, 1).double()), TypeError, "got float64"),
+        (lambda: ops.u_mul_e_sum(g, x.half(), torch.ones(E).bfloat16()), TypeError,
+         "lhs_data is torch.float16 but rhs_data is torch.bfloat16"),
         (lambda: ops.copy_u_sum(g, x.t().contiguous().t()), ValueError, "not contiguous"),
         (lambda: ops.copy_u_sum(g, x[:, 0]), ValueError, "lhs_data must be"),
         (lambda: ops.u_mul_e_sum(g, x, torch.ones(E, 3)), ValueError, "rhs_data has shape"),

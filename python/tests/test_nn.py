@@ -211,6 +211,58 @@ def test_compiled_model_equals_eager(gen, device, conv, kw, as_graph):
             assert rel_err(a, b) < 1e-4
 
 
+# Mixed precision, PyTorch's way: under torch.autocast the GEMMs run in the half dtype and
+# spgnn's ops take the half operands (on the CPU; in float32 on the GPU for now); parameters and
+# their gradients stay float32. Against the float32 layer: a few roundings to the half dtype.
+AUTOCAST_TOL = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
+AUTOCAST_COS = {torch.bfloat16: 0.95, torch.float16: 0.99}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name,kw,_", LAYERS + [("GINConv", dict(train_eps=True), "")])
+def test_layers_under_autocast(gen, dtype, name, kw, _):
+    ei, n = make_edge_index("skewed", gen)
+    torch.manual_seed(0)
+    if name == "GINConv":
+        layer = snn.GINConv(torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(),
+                                                torch.nn.Linear(8, 8)), **kw)
+    else:
+        layer = getattr(snn, name)(6, 8, **kw)
+    x = randn(gen, n, 6)
+    up = randn(gen, n, layer(x, ei).shape[1])
+    ref = layer(x, ei)
+    ref_grads = torch.autograd.grad(ref, list(layer.parameters()), up)
+    with torch.autocast("cpu", dtype=dtype):
+        out = layer(x, ei)
+    assert out.dtype in (dtype, torch.float32)
+    grads = torch.autograd.grad(out, list(layer.parameters()), up.to(out.dtype))
+    assert rel_err(out, ref) < AUTOCAST_TOL[dtype]
+    for (pname, p), a, b in zip(layer.named_parameters(), grads, ref_grads):
+        assert a.dtype == p.dtype == torch.float32, pname
+        # The direction of each gradient: a rounding that flips a ReLU or LeakyReLU input near 0
+        # moves single entries, and gradients that cancel (attention vectors, GIN's eps) are
+        # not accurate entry by entry.
+        cos = float(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0))
+        assert cos > AUTOCAST_COS[dtype] or float(b.norm()) == 0, pname
+
+
+@pytest.mark.parametrize("conv,kw", [(snn.GCNConv, {}), (snn.GATConv, {"heads": 2})])
+def test_compiled_model_under_autocast_equals_eager(gen, conv, kw):
+    torch._dynamo.reset()
+    ei, n = make_edge_index("skewed", gen)
+    torch.manual_seed(0)
+    model = Net(conv, 12, 16, 5, **kw)
+    model.eval()  # no dropout: both runs see the same function
+    x = randn(gen, n, 12)
+    compiled = torch.compile(model, fullgraph=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        eager = model(x, ei)
+        for _ in range(2):
+            out = compiled(x, ei)
+            assert out.dtype == eager.dtype
+            assert rel_err(out, eager) < 1e-2
+
+
 def test_training_loop_learns(gen):
     """A PyG-style script with spgnn layers fits a planted partition."""
     n, C = 300, 3

@@ -339,3 +339,130 @@ def test_strategies_are_selectable(gen):
         assert rel_err(ops.gspmm(g, "copy_u", "sum", x, strategy=s), ref) < TOL
     with pytest.raises(ValueError, match="nosuch"):
         ops.gspmm(g, "copy_u", "sum", x, strategy="nosuch")
+
+
+# float16/bfloat16 on the CPU: computed in float32 and rounded once, so a result is within the
+# half dtype's unit roundoff (2^-11, 2^-8) of the exact value on the same (rounded) inputs;
+# gradients chain two such roundings.
+HALF_TOL = {torch.float16: 2.0 / 2048, torch.bfloat16: 2.0 / 256}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("op,reduce", [("copy_u", "sum"), ("u_mul_e", "sum"), ("u_mul_e", "mean"),
+                                       ("u_add_e", "max"), ("copy_e", "min"),
+                                       ("u_div_e", "sum")])
+def test_gspmm_half_precision_on_the_cpu(gen, dtype, op, reduce):
+    ei, n = make_edge_index("skewed", gen)
+    E = ei.shape[1]
+    g = spgnn.Graph(ei, n)
+    u = None if op == "copy_e" else randn(gen, n, 5).to(dtype).requires_grad_()
+    e = None if op == "copy_u" else _edge_data(gen, op, E, 5, "full", "cpu").to(dtype)
+    if reduce in ("max", "min"):
+        # Few half values tie often, and a tie lets spgnn's choice (the first edge) differ from
+        # the reference's (shared): messages made distinct per target and feature instead, e
+        # distinct per column and >= 2^-10 apart, u too small to close any gap.
+        base = 0x3F80 if dtype == torch.bfloat16 else 0x3C00  # 1.0
+        bits = torch.stack([torch.randperm(E, generator=gen) for _ in range(5)], 1) + base
+        e = bits.to(torch.int16).view(dtype)
+        if u is not None:
+            u = (randn(gen, n, 5) * 2.0**-14).to(dtype).requires_grad_()
+    if e is not None:
+        e.requires_grad_()
+    out = ops.gspmm(g, op, reduce, u, e)
+    assert out.dtype == dtype
+    exact = [None if t is None else t.detach().double().requires_grad_() for t in (u, e)]
+    ref = ref_gspmm(ei, n, op, reduce, *exact)
+    scale = (ref_gspmm(ei, n, op.replace("sub", "add"), reduce,
+                       *(None if t is None else t.detach().abs() for t in exact))
+             if reduce in ("sum", "mean") else None)
+    assert rel_err(out, ref, scale) < HALF_TOL[dtype]
+    up = randn(gen, *out.shape).to(dtype)
+    leaves = [t for t in (u, e) if t is not None]
+    got = torch.autograd.grad(out, leaves, up)
+    want = torch.autograd.grad(ref, [t for t in exact if t is not None], up.double())
+    for a, b in zip(got, want):
+        assert a.dtype == dtype
+        assert rel_err(a, b) < 2 * HALF_TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gsddmm_half_precision_on_the_cpu(gen, dtype):
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei, n)
+    a = randn(gen, n, 6).to(dtype)
+    b = randn(gen, n, 6).to(dtype)
+    for op in ("dot", "mul", "add"):
+        out = ops.gsddmm(g, op, a, b, "u", "v")
+        assert out.dtype == dtype
+        ref = ref_gsddmm(ei, op, a.double(), b.double(), "u", "v")
+        assert rel_err(out, ref) < HALF_TOL[dtype], op
+    if torch.cuda.is_available() and spgnn.with_cuda:
+        gc = g.to("cuda")
+        with pytest.raises(TypeError, match="GPU kernels take float32"):
+            ops.copy_u_sum(gc, a.cuda())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_attention_half_precision_on_the_cpu(gen, dtype):
+    ei, n = make_edge_index("skewed", gen)
+    E = ei.shape[1]
+    g = spgnn.Graph(ei, n)
+    tol = HALF_TOL[dtype]
+    s = (3 * randn(gen, E, 2)).to(dtype).requires_grad_()
+    out = ops.edge_softmax(g, s)
+    assert out.dtype == dtype
+    exact = s.detach().double().requires_grad_()
+    ref = ref_edge_softmax(ei, n, exact)
+    assert rel_err(out, ref) < tol
+    up = randn(gen, E, 2).to(dtype)
+    a, = torch.autograd.grad(out, s, up)
+    b, = torch.autograd.grad(ref, exact, up.double())
+    assert a.dtype == dtype and rel_err(a, b, scale=up) < 2 * tol
+    feat, el, er = (randn(gen, n, 2, 4).to(dtype).requires_grad_(),
+                    randn(gen, n, 2).to(dtype).requires_grad_(),
+                    randn(gen, n, 2).to(dtype).requires_grad_())
+    out, attn = ops.gat_aggregate(g, feat, el, er, 0.2)
+    assert out.dtype == dtype and attn.dtype == dtype
+    leaves = [t.detach().double().requires_grad_() for t in (feat, el, er)]
+    ref, ref_attn = ref_gat(ei, n, *leaves, 0.2)
+    assert rel_err(out, ref) < tol and rel_err(attn, ref_attn) < tol
+    up = randn(gen, n, 2, 4).to(dtype)
+    got = torch.autograd.grad(out, (feat, el, er), up)
+    want = torch.autograd.grad(ref, leaves, up.double())
+    scale = (up.double().abs() * feat.detach().double().abs().mean()).norm()
+    for x, y in zip(got, want):
+        assert x.dtype == dtype and rel_err(x, y, scale) < 2 * tol
+    with pytest.raises(TypeError, match="el is float32 but feat is"):
+        ops.gat_aggregate(g, feat, el.float(), er)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_maxk_and_cbsr_half_precision_on_the_cpu(gen, dtype):
+    ei, n = make_edge_index("skewed", gen)
+    g = spgnn.Graph(ei, n)
+    F, k = 40, 6
+    # Values exact in both half dtypes (multiples of 1/8 below 8), with ties: the same selection
+    # as in float32, ties to the lower column.
+    xf = torch.round(randn(gen, n, F) * 16) / 8
+    x = xf.to(dtype).requires_grad_()
+    values, columns = ops.maxk(x, k)
+    v32, c32 = ops.maxk(xf, k)
+    assert values.dtype == dtype and torch.equal(columns, c32) and torch.equal(values.float(), v32)
+    w = randn(gen, ei.shape[1]).to(dtype).requires_grad_()
+    out = ops.cbsr_spgemm(g, values, columns, F, w)
+    dense = torch.zeros(n, F, dtype=torch.float64).scatter(1, c32.long(), v32.double())
+    wd = w.detach().double().requires_grad_()
+    ref = ref_gspmm(ei, n, "u_mul_e", "sum", dense, wd)
+    scale = ref_gspmm(ei, n, "u_mul_e", "sum", dense.abs(), wd.detach().abs())
+    assert out.dtype == dtype and rel_err(out, ref, scale) < HALF_TOL[dtype]
+    up = randn(gen, n, F).to(dtype)
+    gx, gw = torch.autograd.grad(out, (x, w), up)
+    assert gx.dtype == dtype and gw.dtype == dtype
+    d = ops.cbsr_sspmm(g, up, values, columns, w)
+    ref_d = ref_gspmm(ei.flip(0), n, "u_mul_e", "sum", up.double(), wd.detach()).gather(
+        1, c32.long())
+    assert d.dtype == dtype and rel_err(d, ref_d) < 2 * HALF_TOL[dtype]
+    assert rel_err(gx, torch.zeros(n, F, dtype=torch.float64).scatter(1, c32.long(), ref_d)) \
+        < 2 * HALF_TOL[dtype]
+    with pytest.raises(TypeError, match="values is .*16 but d_out is float32"):
+        ops.cbsr_sspmm(g, up.float(), values, columns, w)
