@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -77,6 +78,30 @@ TEST_F(Cli, BenchCpuChecksAndReports) {
   EXPECT_NE(s.out.find("cpu_edge"), std::string::npos) << s.out;
 }
 
+TEST_F(Cli, BenchHalfPrecisionChecksEachDtype) {
+  auto r = run("bench spmm --graph rmat:9:8:1 --dim 8,33 --dtype all --device cpu --reps 2 "
+               "--warmup 1 --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::map<std::string, int> rows;
+  for (const auto& row : nlohmann::json::parse(r.out)) {
+    const std::string dt = row["dtype"];
+    ++rows[dt];
+    EXPECT_FALSE(row["failed"].get<bool>()) << row.dump();
+    // Each dtype against the float64 oracle on its own (rounded) inputs: one rounding each.
+    const double tol = dt == "f32" ? 1e-5 : dt == "f16" ? 1e-3 : 8e-3;
+    EXPECT_LT(row["rel_err"].get<double>(), tol) << row.dump();
+    // bf16 keeps float32's exponent in 8 bits of mantissa: visibly less exact than float32.
+    if (dt == "bf16") EXPECT_GT(row["rel_err"].get<double>(), 1e-5) << row.dump();
+  }
+  EXPECT_EQ(rows["f32"], 4);
+  EXPECT_EQ(rows["f16"], 4);
+  EXPECT_EQ(rows["bf16"], 4);
+  auto s = run("bench sddmm --graph er:500:6:1 --dim 5 --dtype bf16 --device cpu --reps 2 "
+               "--format csv");
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("bf16"), std::string::npos) << s.out;
+}
+
 TEST_F(Cli, GeneratePlantedDatasetDirectory) {
   auto r = run("generate planted --n 300 --classes 3 -o " + path("ds"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -129,6 +154,8 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       {"bench spmm --graph rmat:6 --strategy cpu_mergepath:bogus=1 --device cpu", "bogus"},
       {"bench spmm --graph rmat:6 --op u_pow_e --device cpu", "u_pow_e"},
       {"bench spmm --graph rmat:6 --device tpu", "tpu"},
+      {"bench spmm --graph rmat:6 --dtype f8 --device cpu", "f8"},
+      {"bench gat --graph rmat:6 --dtype bf16 --device cpu", "spmm and sddmm only"},
       // maxk's --param goes to the CBSR products' gpu strategy: names and the device are checked
       {"bench maxk --graph rmat:6 --k 4 --param wraps=4 --device cpu", "wraps"},
       {"bench maxk --graph rmat:6 --k 4 --param warps --device cpu", "warps"},

@@ -108,12 +108,17 @@ void cbsr_sspmm(const Graph& g, const Tensor& e, const Tensor& d_out, const Cbsr
 // Floating-point work and minimum bytes moved, as reported by benchmarks.
 double spmm_flops(const Graph& g, SpmmOp op, int64_t F);
 double sddmm_flops(const Graph& g, SddmmOp op, int64_t F);
-double spmm_bytes(const Graph& g, SpmmOp op, int64_t F, bool edge_feature_wide = false);
-double sddmm_bytes(const Graph& g, SddmmOp op, int64_t F, Target lhs, Target rhs);
+// `value_bytes`: bytes per feature and edge value (4 for float32, 2 for float16/bfloat16).
+double spmm_bytes(const Graph& g, SpmmOp op, int64_t F, bool edge_feature_wide = false,
+                  int value_bytes = 4);
+double sddmm_bytes(const Graph& g, SddmmOp op, int64_t F, Target lhs, Target rhs,
+                   int value_bytes = 4);
 
-// The schedule `auto` resolves to for this problem (for reports and `spgnn bench`).
+// The schedule `auto` resolves to for this problem (for reports and `spgnn bench`); `dtype` is
+// the features' (float32, float16, bfloat16).
 Schedule resolve_spmm_schedule(const Graph& g, SpmmOp op, Reduce reduce, int64_t F,
-                               const Schedule& requested);
-Schedule resolve_sddmm_schedule(const Graph& g, SddmmOp op, int64_t F, const Schedule& requested);
+                               const Schedule& requested, DType dtype = DType::f32);
+Schedule resolve_sddmm_schedule(const Graph& g, SddmmOp op, int64_t F, const Schedule& requested,
+                                DType dtype = DType::f32);
 
 }  // namespace spgnn

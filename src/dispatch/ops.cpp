@@ -233,7 +233,7 @@ void gsddmm(const Graph& g, SddmmOp op, const Tensor& lhs, const Tensor& rhs, Te
 }
 
 Schedule resolve_spmm_schedule(const Graph& g, SpmmOp op, Reduce reduce, int64_t F,
-                               const Schedule& requested) {
+                               const Schedule& requested, DType dtype) {
   check_schedule(OpKind::spmm, requested);
   if (requested.strategy != "auto") return requested;
   SpmmProblem p;
@@ -242,16 +242,19 @@ Schedule resolve_spmm_schedule(const Graph& g, SpmmOp op, Reduce reduce, int64_t
   p.reduce = reduce;
   p.F = F;
   p.e_width = op == SpmmOp::copy_u ? 0 : 1;
+  p.dtype = dtype;
   return detail::auto_spmm_schedule(p);
 }
 
-Schedule resolve_sddmm_schedule(const Graph& g, SddmmOp op, int64_t F, const Schedule& requested) {
+Schedule resolve_sddmm_schedule(const Graph& g, SddmmOp op, int64_t F, const Schedule& requested,
+                                DType dtype) {
   check_schedule(OpKind::sddmm, requested);
   if (requested.strategy != "auto") return requested;
   SddmmProblem p;
   p.g = &g;
   p.op = op;
   p.F = F;
+  p.dtype = dtype;
   return detail::auto_sddmm_schedule(p);
 }
 
@@ -266,21 +269,22 @@ double sddmm_flops(const Graph& g, SddmmOp op, int64_t F) {
   const double per = op == SddmmOp::dot ? 2.0 : 1.0;
   return per * double(g.nnz()) * double(F);
 }
-double spmm_bytes(const Graph& g, SpmmOp op, int64_t F, bool edge_feature_wide) {
-  const double idx = double(dtype_size(g.index_dtype()));
-  double b = double(g.nnz()) * 2 * idx + double(g.n_rows) * double(F) * 4;
-  if (op != SpmmOp::copy_u) b += double(g.nnz()) * 4 * (edge_feature_wide ? double(F) : 1.0);
-  if (op != SpmmOp::copy_e) b += double(g.nnz()) * double(F) * 4;
+double spmm_bytes(const Graph& g, SpmmOp op, int64_t F, bool edge_feature_wide, int value_bytes) {
+  const double idx = double(dtype_size(g.index_dtype())), vb = value_bytes;
+  double b = double(g.nnz()) * 2 * idx + double(g.n_rows) * double(F) * vb;
+  if (op != SpmmOp::copy_u) b += double(g.nnz()) * vb * (edge_feature_wide ? double(F) : 1.0);
+  if (op != SpmmOp::copy_e) b += double(g.nnz()) * double(F) * vb;
   return b;
 }
-double sddmm_bytes(const Graph& g, SddmmOp op, int64_t F, Target lhs, Target rhs) {
-  const double idx = double(dtype_size(g.index_dtype()));
+double sddmm_bytes(const Graph& g, SddmmOp op, int64_t F, Target lhs, Target rhs,
+                   int value_bytes) {
+  const double idx = double(dtype_size(g.index_dtype())), vb = value_bytes;
   const double nnz = double(g.nnz());
-  double b = nnz * 2 * idx + nnz * 4 * (op == SddmmOp::dot ? 1.0 : double(F));
+  double b = nnz * 2 * idx + nnz * vb * (op == SddmmOp::dot ? 1.0 : double(F));
   auto side = [&](Target t) {
     // A destination row's features are read once per row (edges are row-sorted); sources and
     // edge operands once per edge.
-    return t == Target::v ? double(g.n_rows) * F * 4 : nnz * F * 4;
+    return t == Target::v ? double(g.n_rows) * F * vb : nnz * F * vb;
   };
   if (op != SddmmOp::copy_rhs) b += side(lhs);
   if (op != SddmmOp::copy_lhs) b += side(rhs);

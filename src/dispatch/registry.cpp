@@ -238,7 +238,10 @@ bool regular_dense_rows(const DegreeStats& st) {
   return st.avg >= kDenseRowDegree && st.cv < kRegularCv;
 }
 
-Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F) {
+// Half precision (float16/bfloat16): the strategies with half kernels, warp_vertex and shuffle,
+// until measurements say where the others' float32 rules carry over.
+Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F, DType dtype) {
+  if (is_half(dtype)) return Schedule{"warp_vertex", {}};
   if (st.nnz == 0) return Schedule{"warp_vertex", {}};  // one kernel, nothing to balance
   if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};
   if (regular_dense_rows(st) && F >= 128) return Schedule{"warp_vertex", {}};
@@ -246,6 +249,7 @@ Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F) {
 }
 
 Schedule gpu_sddmm_choice(const DegreeStats& st, const SddmmProblem& p) {
+  if (is_half(p.dtype)) return Schedule{"shuffle", {}};
   if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};
   if (regular_dense_rows(st) && p.F <= 32) return Schedule{"cusparse", {}};
   return Schedule{"gnnone", {}};
@@ -343,7 +347,7 @@ std::string sddmm_schedule_problem(const SddmmProblem& p, const Schedule& s) {
 
 Schedule heuristic_spmm_schedule(const SpmmProblem& p) {
   Schedule proposal{"cpu_mergepath", {}};
-  if (p.g->device().is_cuda()) proposal = gpu_spmm_choice(*degree_stats(*p.g), p.F);
+  if (p.g->device().is_cuda()) proposal = gpu_spmm_choice(*degree_stats(*p.g), p.F, p.dtype);
   return pick(spmm_registry(), p, OpKind::spmm, proposal);
 }
 Schedule heuristic_sddmm_schedule(const SddmmProblem& p) {

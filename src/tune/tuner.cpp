@@ -459,7 +459,10 @@ std::optional<Schedule> lookup_or_tune(int64_t F, const MakeKey& make_key, const
 
 }  // namespace
 
+// The tuner measures float32 problems; half-precision ones take the heuristic (whose proposals
+// every strategy's supports() filters by dtype) and never read or write float32 entries.
 std::optional<Schedule> cached_spmm_schedule(const detail::SpmmProblem& p) {
+  if (p.dtype != DType::f32) return std::nullopt;
   const bool wide = p.uses_e() && p.F > 1 && p.e_width == p.F;
   return lookup_or_tune(
       p.F, [&] { return spmm_key_parts(*p.g, p.op, p.reduce, p.F, wide).str(); },
@@ -471,6 +474,7 @@ std::optional<Schedule> cached_spmm_schedule(const detail::SpmmProblem& p) {
 }
 
 std::optional<Schedule> cached_sddmm_schedule(const detail::SddmmProblem& p) {
+  if (p.dtype != DType::f32) return std::nullopt;
   return lookup_or_tune(
       p.F, [&] { return sddmm_key_parts(*p.g, p.op, p.lhs_target, p.rhs_target, p.F).str(); },
       [&](const Schedule& s) { return usable_sddmm(p, s); },

@@ -81,7 +81,12 @@ Tensor gather_rows(const Tensor& t_any, const std::vector<int64_t>& ids) {
 }
 
 double rel_err(const Tensor& got_any, const Tensor& ref_any) {
-  const Tensor got = got_any.to(Device::cpu()), ref = ref_any.to(Device::cpu());
+  // Half-precision results are compared by their exact float32 values.
+  auto f32 = [](const Tensor& t) {
+    const Tensor h = t.to(Device::cpu());
+    return h.dtype() == DType::f32 ? h : h.astype(DType::f32);
+  };
+  const Tensor got = f32(got_any), ref = f32(ref_any);
   const float* a = got.data<float>();
   const float* b = ref.data<float>();
   double num = 0, den = 0;

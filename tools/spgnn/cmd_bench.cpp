@@ -1,7 +1,8 @@
 // spgnn bench spmm|sddmm: every requested strategy on every graph and width, each result
 // checked against the float64 reference first, then timed (median of CUDA-event or steady-clock
 // timings after warm-up). On the GPU, cuSPARSE (best of its algorithms) runs in the same process
-// as the baseline of the speedup column.
+// as the baseline of the speedup column. --dtype f16/bf16 runs the same problems on half-precision
+// operands (the reference gets their exact values; the tolerance is the dtype's rounding).
 #include <omp.h>
 
 #include <algorithm>
@@ -45,11 +46,12 @@ struct BenchOpts {
   int64_t check_rows = 4096;
   bool wide_e = false;
   bool tune = false;
+  std::vector<std::string> dtypes{"f32"};
   LoadFlags flags;
 };
 
 struct Row {
-  std::string graph, strategy, note;
+  std::string graph, strategy, note, dtype = "f32";
   int64_t n = 0, nnz = 0, F = 0;
   double ms = 0, ms_min = 0, gflops = 0, gbs = 0, speedup = NAN, err = NAN;
   bool is_auto = false, fastest = false, failed = false, baseline = false;
@@ -155,7 +157,13 @@ void run_bench(const BenchOpts& o) {
     if (need_e && !host.has_values()) host.val = random_values({host.nnz()}, o.seed + 7, 0.5f, 1.5f);
     Graph g = dev.is_cuda() ? host.to(dev) : host;
     const RowSample sample = o.no_check ? RowSample{} : sample_rows(host, o.check_rows, o.seed);
-    for (int64_t F : o.dims) {
+    for (int64_t F : o.dims)
+    for (const std::string& dtype_text : o.dtypes) {
+      const DType vt = dtype_text == "f16" ? DType::f16 : dtype_text == "bf16" ? DType::bf16
+                                                                             : DType::f32;
+      // The operands in the benchmark's dtype; the reference gets their exact float32 values.
+      auto in_dtype = [&](const Tensor& t) { return t.defined() && is_half(vt) ? t.astype(vt) : t; };
+      auto exact = [&](const Tensor& t) { return t.defined() && is_half(vt) ? t.astype(DType::f32) : t; };
       // Inputs: features of every vertex (and edge, where an operand targets edges).
       Tensor u_h, e_h, lhs_h, rhs_h;
       auto rows_of = [&](Target t) {
@@ -172,7 +180,15 @@ void run_bench(const BenchOpts& o) {
         rhs_h = random_values({rows_of(rt), F}, o.seed + 4);
       }
       auto dev_copy = [&](const Tensor& t) { return !t.defined() || !dev.is_cuda() ? t : t.to(dev); };
-      const Tensor u = dev_copy(u_h), e = dev_copy(e_h), lhs = dev_copy(lhs_h), rhs = dev_copy(rhs_h);
+      const Tensor u = dev_copy(in_dtype(u_h)), e = dev_copy(in_dtype(e_h)),
+                   lhs = dev_copy(in_dtype(lhs_h)), rhs = dev_copy(in_dtype(rhs_h));
+      u_h = exact(in_dtype(u_h));
+      e_h = exact(in_dtype(e_h));
+      lhs_h = exact(in_dtype(lhs_h));
+      rhs_h = exact(in_dtype(rhs_h));
+      // One rounding of the result to the dtype (2^-11, 2^-8), doubled; float32 as before.
+      const double tol = vt == DType::f16 ? 2.0 / 2048 : vt == DType::bf16 ? 2.0 / 256 : 1e-4;
+      const int vbytes = static_cast<int>(dtype_size(vt));
 
       // Reference on the sampled rows, in float64 (cpu_ref).
       Tensor ref;
@@ -192,11 +208,11 @@ void run_bench(const BenchOpts& o) {
       const int64_t w = kind == OpKind::spmm ? F : (dop == SddmmOp::dot ? 1 : F);
       const double flops = kind == OpKind::spmm ? spmm_flops(host, sop, F) : sddmm_flops(host, dop, F);
       const double bytes = kind == OpKind::spmm
-                               ? spmm_bytes(host, sop, F, e_h.defined() && e_h.dim(1) == F)
-                               : sddmm_bytes(host, dop, F, lt, rt);
+                               ? spmm_bytes(host, sop, F, e_h.defined() && e_h.dim(1) == F, vbytes)
+                               : sddmm_bytes(host, dop, F, lt, rt, vbytes);
       const Schedule auto_s = kind == OpKind::spmm
-                                  ? resolve_spmm_schedule(g, sop, red, F, Schedule{})
-                                  : resolve_sddmm_schedule(g, dop, F, Schedule{});
+                                  ? resolve_spmm_schedule(g, sop, red, F, Schedule{}, vt)
+                                  : resolve_sddmm_schedule(g, dop, F, Schedule{}, vt);
 
       std::vector<Row> case_rows;
       for (const auto& group : expand(o, kind, dev, auto_s)) {
@@ -205,14 +221,14 @@ void run_bench(const BenchOpts& o) {
         for (const Schedule& s : group) {
           OpOptions opt;
           opt.schedule = s;
-          Tensor out = Tensor::empty({kind == OpKind::spmm ? host.n_rows : host.nnz(), w},
-                                     DType::f32, dev);
+          Tensor out = Tensor::empty({kind == OpKind::spmm ? host.n_rows : host.nnz(), w}, vt, dev);
           auto call = [&] {
             if (kind == OpKind::spmm) gspmm(g, sop, red, u, e, out, opt);
             else gsddmm(g, dop, lhs, rhs, out, lt, rt, opt);
           };
           Row r;
           r.graph = gname;
+          r.dtype = dtype_text;
           r.n = host.n_rows;
           r.nnz = host.nnz();
           r.F = F;
@@ -228,7 +244,7 @@ void run_bench(const BenchOpts& o) {
               const Tensor got = gather_rows(
                   got_all, kind == OpKind::spmm ? sample.rows : sample.edges);
               r.err = rel_err(got, ref);
-              r.failed = !(r.err < 1e-4);
+              r.failed = !(r.err < tol);
             }
             const auto t = detail::time_runs(call, dev, o.warmup, o.reps);
             r.ms = t.median;
@@ -271,7 +287,7 @@ void run_bench(const BenchOpts& o) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& r : rows)
       j.push_back({{"kernel", o.kernel}, {"op", op_label}, {"device", dev.str()},
-                   {"graph", r.graph}, {"n", r.n}, {"nnz", r.nnz}, {"F", r.F},
+                   {"graph", r.graph}, {"n", r.n}, {"nnz", r.nnz}, {"F", r.F}, {"dtype", r.dtype},
                    {"strategy", r.strategy}, {"median_ms", std::isfinite(r.ms) ? nlohmann::json(r.ms) : nlohmann::json()},
                    {"min_ms", r.ms_min}, {"gflops", r.gflops}, {"gbs", r.gbs},
                    {"speedup_vs_" + base_name, std::isfinite(r.speedup) ? nlohmann::json(r.speedup) : nlohmann::json()},
@@ -280,12 +296,13 @@ void run_bench(const BenchOpts& o) {
                    {"note", r.note}});
     std::cout << j.dump(2) << "\n";
   } else {
-    Table t({"graph", "F", "strategy", "ms", "GFLOP/s", "GB/s", "vs " + base_name, "rel err", ""});
+    Table t({"graph", "F", "dtype", "strategy", "ms", "GFLOP/s", "GB/s", "vs " + base_name,
+             "rel err", ""});
     for (const auto& r : rows) {
       std::string mark = r.failed ? r.note : (r.fastest ? "fastest" : "");
       if (r.is_auto) mark += mark.empty() ? "auto" : ", auto";
       if (!std::isfinite(r.ms) && !r.failed) mark = r.note;
-      t.add({r.graph, std::to_string(r.F), r.strategy,
+      t.add({r.graph, std::to_string(r.F), r.dtype, r.strategy,
              std::isfinite(r.ms) ? fixed(r.ms, 4) : "-", std::isfinite(r.ms) ? fixed(r.gflops, 1) : "-",
              std::isfinite(r.ms) ? fixed(r.gbs, 1) : "-",
              std::isfinite(r.speedup) ? fixed(r.speedup, 2) + "x" : "-",
@@ -353,12 +370,23 @@ void register_bench(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str();
   cmd->add_flag("--wide-e", o->wide_e, "spmm: edge operand of width F instead of 1");
+  cmd->add_option("--dtype", o->dtypes,
+                  "spmm/sddmm feature dtype: f32, f16, bf16 or all (repeatable or comma-separated; "
+                  "half precision on the GPU needs SPGNN_GPU_HALF=1 until its kernels are "
+                  "verified)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "all"}))
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
   cmd->add_flag("--tune", o->tune, "auto: tune and cache each problem the tuning cache does not "
                                    "know yet (before it is timed)");
   add_load_flags(*cmd, o->flags);
   cmd->callback([o, cmd] {
     o->dims_given = cmd->count("--dim") > 0;
+    if (std::find(o->dtypes.begin(), o->dtypes.end(), "all") != o->dtypes.end())
+      o->dtypes = {"f32", "f16", "bf16"};
+    SPGNN_CHECK(o->kernel == "spmm" || o->kernel == "sddmm" || o->dtypes == std::vector<std::string>{"f32"},
+                InvalidArgument, "bench ", o->kernel, ": --dtype applies to spmm and sddmm only");
     if (o->tune) set_tune_on_miss(true);
     run_bench(*o);
   });

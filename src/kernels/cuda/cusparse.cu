@@ -1,7 +1,9 @@
 // cuSPARSE baseline strategies: cusparseSpMM (copy_u / u_mul_e with a broadcast edge value,
 // reduce sum) and cusparseSDDMM (dot of a destination and a source feature row), both on the
 // graph's own arrays (CSR = rowptr + col, COO = row + col; int32 or int64 indices) and row-major
-// dense matrices, so no data is converted or copied.
+// dense matrices, so no data is converted or copied. Features may be float16/bfloat16 (then the
+// edge values are in the same dtype, as cuSPARSE requires), computed in float32
+// (computeType CUDA_R_32F): the half-precision baseline.
 //
 // One cusparseHandle_t per device, created on first use and kept for the process (destroying it
 // at exit would race the CUDA runtime's own teardown); with it a work buffer that only grows and
@@ -57,6 +59,8 @@ struct DeviceState {
   DeviceBuffer work;
   DeviceBuffer ones;
   int64_t ones_count = 0;
+  DeviceBuffer ones16[2];  // float16, bfloat16 ones
+  int64_t ones16_count[2] = {0, 0};
 };
 
 std::mutex& state_mutex() {
@@ -90,6 +94,31 @@ const float* ones(DeviceState& s, int64_t n, cudaStream_t st) {
     s.ones_count = n;
   }
   return static_cast<const float*>(s.ones.get());
+}
+
+__global__ void fill_bits16(uint16_t* p, int64_t n, uint16_t bits) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    p[i] = bits;
+}
+
+// n ones in a half dtype (the edge values of copy_u in half precision).
+const void* ones16(DeviceState& s, DType t, int64_t n, cudaStream_t st) {
+  const int k = t == DType::f16 ? 0 : 1;
+  if (n > s.ones16_count[k]) {
+    s.ones16[k].reserve(static_cast<size_t>(n) * 2);
+    const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535);
+    fill_bits16<<<static_cast<unsigned>(blocks), 256, 0, st>>>(
+        static_cast<uint16_t*>(s.ones16[k].get()), n, k == 0 ? 0x3c00 : 0x3f80);
+    SPGNN_CUDA_CHECK_LAUNCH();
+    SPGNN_CUDA_CHECK(cudaStreamSynchronize(st));
+    s.ones16_count[k] = n;
+  }
+  return s.ones16[k].get();
+}
+
+cudaDataType_t cuda_type(DType t) {
+  return t == DType::f16 ? CUDA_R_16F : t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
 cusparseIndexType_t index_type(const Graph& g) {
@@ -136,9 +165,14 @@ static std::string cusparse_shape_supports(const Graph& g) {
 std::string cusparse_spmm_supports(const SpmmProblem& p) {
   if (!p.g->device().is_cuda())
     return "graph and tensors are on the CPU; cusparse runs on CUDA devices";
-  if (p.dtype != DType::f32)
-    return std::string("the cusparse baseline runs in float32, not ") + dtype_name(p.dtype);
+  if (p.dtype != DType::f32 && !is_half(p.dtype))
+    return std::string("cusparseSpMM takes float32, float16 or bfloat16, not ") +
+           dtype_name(p.dtype);
   if (std::string why = cusparse_shape_supports(*p.g); !why.empty()) return why;
+  // (p.e is absent when `auto` is resolved before any tensor exists.)
+  if (p.uses_e() && p.e && p.e->dtype() != p.dtype)
+    return std::string("cusparseSpMM takes edge values in the features' dtype (") +
+           dtype_name(p.dtype) + "), got " + dtype_name(p.e->dtype());
   if (p.reduce != Reduce::sum)
     return std::string("cusparseSpMM computes sums only, not '") + name(p.reduce) + "'";
   if (p.op != SpmmOp::copy_u && p.op != SpmmOp::u_mul_e)
@@ -156,31 +190,33 @@ void cusparse_spmm(const SpmmProblem& p, const Schedule& s) {
   DeviceGuard guard(g.device().index);
   const cudaStream_t st = as_stream(p.stream);
   const int64_t n = g.n_rows, m = g.n_cols, nnz = g.nnz(), F = p.F;
-  float* out = p.out->data<float>();
+  void* out = p.out->raw();
+  const cudaDataType_t dt = cuda_type(p.dtype);
   if (n == 0 || F == 0) return;
   if (nnz == 0) {  // cuSPARSE rejects some empty matrices; the answer is all zeros
-    SPGNN_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(n * F) * 4, st));
+    SPGNN_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(n * F) * dtype_size(p.dtype), st));
     return;
   }
   std::lock_guard<std::mutex> lock(state_mutex());
   DeviceState& ds = state_for(g.device().index);
   SPGNN_CUSPARSE_CHECK(cusparseSetStream(ds.handle, st));
-  const float* vals = p.op == SpmmOp::copy_u ? ones(ds, nnz, st) : p.e->data<float>();
+  const void* vals = p.op != SpmmOp::copy_u   ? p.e->raw()
+                     : is_half(p.dtype)        ? ones16(ds, p.dtype, nnz, st)
+                                               : static_cast<const void*>(ones(ds, nnz, st));
   const cusparseIndexType_t it = index_type(g);
 
   ConstSpMat A;
   if (spmm_alg_is_coo(alg))
     SPGNN_CUSPARSE_CHECK(cusparseCreateConstCoo(&A.d, n, m, nnz, g.row.raw(), g.col.raw(), vals,
-                                                it, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+                                                it, CUSPARSE_INDEX_BASE_ZERO, dt));
   else
     SPGNN_CUSPARSE_CHECK(cusparseCreateConstCsr(&A.d, n, m, nnz, g.rowptr.raw(), g.col.raw(),
-                                                vals, it, it, CUSPARSE_INDEX_BASE_ZERO,
-                                                CUDA_R_32F));
+                                                vals, it, it, CUSPARSE_INDEX_BASE_ZERO, dt));
   ConstDnMat B;
-  SPGNN_CUSPARSE_CHECK(cusparseCreateConstDnMat(&B.d, m, F, F, p.u->data<float>(), CUDA_R_32F,
-                                                CUSPARSE_ORDER_ROW));
+  SPGNN_CUSPARSE_CHECK(
+      cusparseCreateConstDnMat(&B.d, m, F, F, p.u->raw(), dt, CUSPARSE_ORDER_ROW));
   DnMat C;
-  SPGNN_CUSPARSE_CHECK(cusparseCreateDnMat(&C.d, n, F, F, out, CUDA_R_32F, CUSPARSE_ORDER_ROW));
+  SPGNN_CUSPARSE_CHECK(cusparseCreateDnMat(&C.d, n, F, F, out, dt, CUSPARSE_ORDER_ROW));
   const float alpha = 1.f, beta = 0.f;
   const cusparseSpMMAlg_t a = spmm_alg(alg);
   size_t bytes = 0;
@@ -196,8 +232,9 @@ void cusparse_spmm(const SpmmProblem& p, const Schedule& s) {
 std::string cusparse_sddmm_supports(const SddmmProblem& p) {
   if (!p.g->device().is_cuda())
     return "graph and tensors are on the CPU; cusparse runs on CUDA devices";
-  if (p.dtype != DType::f32)
-    return std::string("the cusparse baseline runs in float32, not ") + dtype_name(p.dtype);
+  if (p.dtype != DType::f32 && !is_half(p.dtype))
+    return std::string("cusparseSDDMM takes float32, float16 or bfloat16, not ") +
+           dtype_name(p.dtype);
   if (std::string why = cusparse_shape_supports(*p.g); !why.empty()) return why;
   if (p.op != SddmmOp::dot)
     return std::string("cusparseSDDMM computes dot products only, not '") + name(p.op) + "'";
@@ -223,20 +260,25 @@ void cusparse_sddmm(const SddmmProblem& p, const Schedule&) {
   DeviceState& ds = state_for(g.device().index);
   SPGNN_CUSPARSE_CHECK(cusparseSetStream(ds.handle, st));
   const cusparseIndexType_t it = index_type(g);
+  const cudaDataType_t dt = cuda_type(p.dtype);
   ConstDnMat A, B;
-  SPGNN_CUSPARSE_CHECK(cusparseCreateConstDnMat(&A.d, n, F, F, dst->data<float>(), CUDA_R_32F,
-                                                CUSPARSE_ORDER_ROW));
-  SPGNN_CUSPARSE_CHECK(cusparseCreateConstDnMat(&B.d, F, m, F, src->data<float>(), CUDA_R_32F,
-                                                CUSPARSE_ORDER_COL));
+  SPGNN_CUSPARSE_CHECK(
+      cusparseCreateConstDnMat(&A.d, n, F, F, dst->raw(), dt, CUSPARSE_ORDER_ROW));
+  SPGNN_CUSPARSE_CHECK(
+      cusparseCreateConstDnMat(&B.d, F, m, F, src->raw(), dt, CUSPARSE_ORDER_COL));
   SpMat C;
   SPGNN_CUSPARSE_CHECK(cusparseCreateCsr(&C.d, n, m, nnz, const_cast<void*>(g.rowptr.raw()),
-                                         const_cast<void*>(g.col.raw()), p.out->data<float>(), it,
-                                         it, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+                                         const_cast<void*>(g.col.raw()), p.out->raw(), it, it,
+                                         CUSPARSE_INDEX_BASE_ZERO, dt));
   const float alpha = 1.f, beta = 0.f;
   size_t bytes = 0;
-  SPGNN_CUSPARSE_CHECK(cusparseSDDMM_bufferSize(
+  // Not every CUDA release has half-precision SDDMM: a refusal is reported as such, by name.
+  const cusparseStatus_t sized = cusparseSDDMM_bufferSize(
       ds.handle, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, A.d,
-      B.d, &beta, C.d, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, &bytes));
+      B.d, &beta, C.d, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, &bytes);
+  SPGNN_CHECK(!(is_half(p.dtype) && sized == CUSPARSE_STATUS_NOT_SUPPORTED), Unsupported,
+              "cusparseSDDMM of this CUDA release does not take ", dtype_name(p.dtype));
+  SPGNN_CUSPARSE_CHECK(sized);
   ds.work.reserve(bytes);
   SPGNN_CUSPARSE_CHECK(cusparseSDDMM(ds.handle, CUSPARSE_OPERATION_NON_TRANSPOSE,
                                      CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, A.d, B.d, &beta,
