@@ -18,8 +18,9 @@
 #   SKIP_BUILD=1           reuse an existing build                  GTEST_FILTER=... for sanitizers
 #   SKIP_CTEST=1  SKIP_SANITIZER=1  SKIP_MEMCHECK=1  SKIP_RACECHECK=1  SKIP_BENCH=1
 #   CUDA_ARCH=90           CMAKE_CUDA_ARCHITECTURES
-#   EXTRAS="ncu tune extras train python pybench"   further suites after the benchmark, in that
-#                          order: bench/ncu_profile.sh, bench/tune_suite.sh, bench/gpu_extras.sh,
+#   EXTRAS="half ncu tune extras train python pybench"   further suites after the benchmark, in that
+#                          order: bench/half_suite.sh (float16/bfloat16 against float32 and
+#                          cuSPARSE), bench/ncu_profile.sh, bench/tune_suite.sh, bench/gpu_extras.sh,
 #                          bench/train_suite.sh, the Python package's tests (pytest, GPU tests
 #                          included; PYTEST_K="expr" selects tests and stops at the first
 #                          failure), bench/python_suite.sh (each logged; a failure fails the check)
@@ -173,12 +174,13 @@ for extra in ${EXTRAS:-}; do
     continue
   fi
   case "$extra" in
+    half) script=bench/half_suite.sh ;;
     ncu) script=bench/ncu_profile.sh ;;
     tune) script=bench/tune_suite.sh ;;
     extras) script=bench/gpu_extras.sh ;;
     train) script=bench/train_suite.sh ;;
     pybench) script=bench/python_suite.sh ;;
-    *) fail "extra $extra" "unknown (expected ncu, tune, extras, train, python, pybench)"; continue ;;
+    *) fail "extra $extra" "unknown (expected half, ncu, tune, extras, train, python, pybench)"; continue ;;
   esac
   if [ "$built" != 1 ] || [ ! -f "$script" ]; then fail "$extra" "not run (no build or no $script)"; continue; fi
   stamp "$script"
