@@ -19,7 +19,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._runtime import C, arr, on_device, stream_of
+from ._runtime import C, arr, gpu_half, on_device, stream_of
 
 _lib = "spgnn"
 
@@ -659,12 +659,14 @@ register_autograd(f"{_lib}::cbsr_sspmm", _sspmm_backward, setup_context=_sspmm_s
 # Inside torch.autocast, an op's float operands (float64 excepted, as autocast leaves it) are cast
 # to one dtype before it runs, so that a layer may mix an autocast GEMM's half output with float32
 # parameters or graph weights: the autocast dtype on the CPU (float16/bfloat16 run there in
-# float32 with one rounding per result), float32 on the GPU (whose kernels take float32 for now).
+# float32 with one rounding per result); on the GPU the autocast dtype for the ops with half
+# kernels (gspmm, gsddmm) once those are enabled (_runtime.gpu_half), float32 otherwise.
 # The dtype is read at each call, so one registration serves bfloat16 and float16 regions.
 
 _AUTOCAST_OPS = ("gspmm", "gspmm_arg", "gsddmm", "edge_softmax",
                  "edge_softmax_backward", "gat_aggregate", "gat_aggregate_backward", "maxk",
                  "cbsr_to_dense", "cbsr_gather", "cbsr_spgemm", "cbsr_sspmm")
+_GPU_HALF_OPS = ("gspmm", "gspmm_arg", "gsddmm")
 _autocast_lib = torch.library.Library(_lib, "IMPL")
 
 
@@ -679,9 +681,10 @@ def _cast_floats(value, device_type: str, dtype):
     return value
 
 
-def _autocast_kernel(op, device_type: str):
+def _autocast_kernel(op, device_type: str, gpu_half_kernels: bool):
     def kernel(_keyset, *args):
-        dtype = torch.get_autocast_dtype(device_type) if device_type == "cpu" else torch.float32
+        half = device_type == "cpu" or (gpu_half_kernels and gpu_half())
+        dtype = torch.get_autocast_dtype(device_type) if half else torch.float32
         with torch.autocast(device_type, enabled=False):
             return op(*_cast_floats(args, device_type, dtype))
     return kernel
@@ -690,5 +693,6 @@ def _autocast_kernel(op, device_type: str):
 for _name in _AUTOCAST_OPS:
     _op = getattr(torch.ops.spgnn, _name).default
     for _dev, _key in (("cpu", "AutocastCPU"), ("cuda", "AutocastCUDA")):
-        _autocast_lib.impl(_name, _autocast_kernel(_op, _dev), _key, with_keyset=True)
+        _autocast_lib.impl(_name, _autocast_kernel(_op, _dev, _name in _GPU_HALF_OPS), _key,
+                           with_keyset=True)
 del _name, _op, _dev, _key

@@ -67,13 +67,13 @@ def _node_operand(g: Graph, x: Tensor, name: str, rows: int, rows_name: str) -> 
     if isinstance(x, Tensor) and x.dim() < 2:
         raise ValueError(f"{name} must be [{rows_name}, F] (or more dimensions), got shape "
                          f"{tuple(x.shape)}")
-    check_float(x, name, device=g.device, rows=rows, rows_name=rows_name)
+    check_float(x, name, half_kernels=True, device=g.device, rows=rows, rows_name=rows_name)
     return _flat2(x)
 
 
 def _edge_operand(g: Graph, e: Tensor, name: str, feat_shape) -> Tensor:
     """e as [E, 1] (broadcast) or [E, D] in spgnn's edge order."""
-    check_float(e, name, device=g.device, rows=g.num_edges,
+    check_float(e, name, half_kernels=True, device=g.device, rows=g.num_edges,
                 rows_name="the number of edges E")
     trailing = tuple(e.shape[1:])
     D = 1
@@ -147,7 +147,7 @@ def gsddmm(g: Graph, op: str, lhs_data: Optional[Tensor], rhs_data: Optional[Ten
 
     def operand(x, name, target):
         if target == "e":
-            check_float(x, name, device=g.device, rows=g.num_edges,
+            check_float(x, name, half_kernels=True, device=g.device, rows=g.num_edges,
                         rows_name="the number of edges E")
             if x.dim() < 2:
                 raise ValueError(f"{name} must be [E, F], got shape {tuple(x.shape)}")

@@ -8,6 +8,7 @@ import torch
 import spgnn
 from spgnn import ops
 
+from spgnn._runtime import gpu_half
 from conftest import (DEVICES, GRAPH_KINDS, make_edge_index, randn, ref_edge_softmax,
                       ref_gsddmm, ref_gspmm, ref_selected_sum, rel_err)
 
@@ -396,10 +397,43 @@ def test_gsddmm_half_precision_on_the_cpu(gen, dtype):
         assert out.dtype == dtype
         ref = ref_gsddmm(ei, op, a.double(), b.double(), "u", "v")
         assert rel_err(out, ref) < HALF_TOL[dtype], op
-    if torch.cuda.is_available() and spgnn.with_cuda:
+    if torch.cuda.is_available() and spgnn.with_cuda and not gpu_half():
         gc = g.to("cuda")
-        with pytest.raises(TypeError, match="GPU kernels take float32"):
+        with pytest.raises(TypeError, match="SPGNN_GPU_HALF=1"):
             ops.copy_u_sum(gc, a.cuda())
+        with pytest.raises(TypeError, match="this op's GPU kernels take float32"):
+            ops.edge_softmax(gc, torch.ones(ei.shape[1], 1, dtype=dtype, device="cuda"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gspmm_gsddmm_half_precision_on_the_gpu(gen, dtype):
+    """The GPU half kernels (opt-in: SPGNN_GPU_HALF=1, as scripts/gpu-check.sh's python extra
+    sets it) compute what the CPU path does: float32 arithmetic, one rounding per result."""
+    if not gpu_half():
+        pytest.skip("the GPU half kernels are opt-in until verified: run with SPGNN_GPU_HALF=1")
+    ei, n = make_edge_index("skewed", gen)
+    g, gc = spgnn.Graph(ei, n), spgnn.Graph(ei.cuda(), n)
+    for F in (1, 5, 8, 64, 130):
+        u = randn(gen, n, F).to(dtype)
+        w = torch.rand(ei.shape[1], generator=gen).to(dtype) + 0.5
+        for op, reduce, e in (("copy_u", "sum", None), ("u_mul_e", "mean", w),
+                              ("u_mul_e", "sum", w), ("copy_u", "max", None)):
+            want = ops.gspmm(g, op, reduce, u, e)
+            got = ops.gspmm(gc, op, reduce, u.cuda(), None if e is None else e.cuda())
+            assert got.dtype == dtype and got.is_cuda
+            assert rel_err(got, want) < HALF_TOL[dtype], (op, reduce, F)
+        for op in ("dot", "mul"):
+            want = ops.gsddmm(g, op, u, u, "u", "v")
+            got = ops.gsddmm(gc, op, u.cuda(), u.cuda(), "u", "v")
+            assert got.dtype == dtype and rel_err(got, want) < 2 * HALF_TOL[dtype], (op, F)
+    # Under autocast on the GPU the aggregation then runs in the half dtype.
+    x = randn(gen, n, 16, device="cuda")
+    layer = spgnn.nn.SAGEConv(16, 8).cuda()
+    with torch.autocast("cuda", dtype=dtype):
+        y = layer(x, ei.cuda())
+    assert y.dtype == dtype
+    assert rel_err(y, layer(x, ei.cuda())) < 4 * HALF_TOL[dtype]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -4,8 +4,9 @@
 #include <string>
 
 #include "spgnn/error.hpp"
+#include "spgnn/ops.hpp"
 
-namespace spgnn::detail {
+namespace spgnn {
 
 bool gpu_half_enabled() {
   static const bool on = [] {
@@ -14,6 +15,12 @@ bool gpu_half_enabled() {
   }();
   return on;
 }
+
+}  // namespace spgnn
+
+namespace spgnn::detail {
+
+bool gpu_half_enabled() { return spgnn::gpu_half_enabled(); }
 
 DType half_operands(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> ts,
                     bool gpu) {
