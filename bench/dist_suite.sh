@@ -7,6 +7,8 @@
 #   SPGNN=build/spgnn  PYTHONPATH=build/python  N=232965 DEG=489  CLASSES=41  FEATURES=602
 #   MODELS="sage gcn"  METHODS="metis random"  PARTS=2  EPOCHS=20  DEVICE=cuda (or cpu: gloo)
 #   WORK=/tmp/spgnn-dist-suite  OUT_JSON_DIR=dir
+#   STALE=1: each partitioned run again with --stale-halos (PipeGCN)
+#   DTYPE=fp32|bf16|fp16: every run's --dtype (mixed precision; 2-byte halos)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SPGNN="${SPGNN:-$ROOT/build/spgnn}"
@@ -43,7 +45,7 @@ model_args() {
     *) echo "unknown model '$1' (gcn, sage, gin, gat)" >&2; exit 2 ;;
   esac
 }
-common=(--epochs "$EPOCHS" --eval-every "$EPOCHS" --device "$DEVICE")
+common=(--epochs "$EPOCHS" --eval-every "$EPOCHS" --device "$DEVICE" --dtype "${DTYPE:-fp32}")
 for model in ${MODELS:-sage gcn}; do
   # shellcheck disable=SC2046
   "$PY" -m spgnn.train --dataset "$ds" $(model_args "$model") "${common[@]}" \
@@ -53,6 +55,12 @@ for model in ${MODELS:-sage gcn}; do
     OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}" "$PY" -m torch.distributed.run \
       --nproc-per-node "$PARTS" -m spgnn.train --dist "$ds-$method-$PARTS" \
       $(model_args "$model") "${common[@]}" --json "$OUT/dist-$model-$method-$PARTS.json"
+    if [ "${STALE:-0}" = 1 ]; then
+      # shellcheck disable=SC2046
+      OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}" "$PY" -m torch.distributed.run \
+        --nproc-per-node "$PARTS" -m spgnn.train --dist "$ds-$method-$PARTS" --stale-halos \
+        $(model_args "$model") "${common[@]}" --json "$OUT/dist-$model-$method-stale-$PARTS.json"
+    fi
   done
 done
 
@@ -72,6 +80,8 @@ for r in sorted(rows, key=lambda r: (r["model"], r["ranks"], r["dataset"])):
     base = one.get(r["model"])
     vs = f"{min(base['epoch_ms']) / ms:.2f}x" if base else "-"
     method = "-" if r["ranks"] == 1 else os.path.basename(r["dataset"]).split("-")[-2]
+    method += " stale" if r.get("stale_halos") else ""
+    method += f" {r['dtype']}" if r.get("dtype", "fp32") != "fp32" else ""
     print(f"| {r['model']} | {r['ranks']} | {method} | {ms:.2f} | {vs} | {min(r['comm_ms']):.2f} |"
           f" {max(r['halo_fraction']):.3f} | {max(r['sent_mib_per_epoch']):.1f} |"
           f" {max(r['memory_mib']):.0f} | {r['test_acc_mean']:.4f} |")

@@ -15,6 +15,10 @@ to owned targets.
   aggregation reads as sources -- after its transform when that narrows them -- and GCN's
   normalisation uses the whole graph's degrees. The model code is the single-graph code.
 - ``all_reduce_gradients(model)`` sums the weight gradients over the ranks (one flat buffer).
+- ``stale=True`` (PipeGCN, Wan et al., ICLR 2022): a training step uses the halo rows, and the
+  halo gradients, of the step before, so each step's exchange runs behind the whole next step
+  instead of being waited for. Call ``begin_step()`` before each training step's forward; the
+  first step, and every forward without autograd (evaluation), exchange exactly.
 """
 from __future__ import annotations
 
@@ -57,13 +61,59 @@ class _Exchange(torch.autograd.Function):
         return g_owned, None
 
 
+class _StaleExchange(torch.autograd.Function):
+    """``[x_owned; x_halo of the previous step]`` (PipeGCN): this step's rows leave in the
+    background and serve the next step; the backward adds to the owned rows the halo gradients
+    peers computed in the previous step, and sends this step's in the background."""
+
+    @staticmethod
+    def forward(ctx, x_owned: Tensor, ex: "HaloExchange") -> Tensor:
+        slot = ex._slot
+        ex._slot += 1
+        ctx.ex, ctx.slot = ex, slot
+        shape = (ex.num_halo,) + tuple(x_owned.shape[1:])
+        send = x_owned.index_select(0, ex._send_ids_on(x_owned.device)).contiguous()
+        prev = ex._fwd.get(slot)
+        if prev is not None and prev[1].shape == shape and prev[1].dtype == x_owned.dtype:
+            ex._wait(prev[0], x_owned.device)
+            halo = prev[1]
+        else:  # the first step (or a changed width): exchange exactly
+            halo = x_owned.new_empty(shape)
+            ex._all_to_all(halo, send, ex.halo_counts, ex.send_counts)
+        nxt = x_owned.new_empty(shape)
+        work = ex._all_to_all(nxt, send, ex.halo_counts, ex.send_counts, async_op=True)
+        ex._fwd[slot] = (work, nxt, send)  # `send` stays alive until the exchange completes
+        return torch.cat([x_owned, halo], 0)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        ex, slot = ctx.ex, ctx.slot
+        grad = grad.contiguous()
+        g_owned = grad[: ex.num_owned].clone()
+        g_halo = grad[ex.num_owned:].contiguous()
+        shape = (ex.num_send,) + tuple(grad.shape[1:])
+        prev = ex._bwd.get(slot)
+        if prev is not None and prev[1].shape == shape and prev[1].dtype == grad.dtype:
+            ex._wait(prev[0], grad.device)
+            back = prev[1]
+        else:
+            back = grad.new_empty(shape)
+            ex._all_to_all(back, g_halo, ex.send_counts, ex.halo_counts)
+        ex._add_back(g_owned, back)
+        nxt = grad.new_empty(shape)
+        work = ex._all_to_all(nxt, g_halo, ex.send_counts, ex.halo_counts, async_op=True)
+        ex._bwd[slot] = (work, nxt, g_halo)
+        return g_owned, None
+
+
 class HaloExchange:
     """The halo exchange of one part. ``part`` is what ``spgnn.io.read_partition`` returns (or
     any object with ``parts``, ``part``, ``num_owned``, ``num_local``, ``halo_offsets``,
     ``send_offsets`` and ``send_ids``); ``group`` is a torch.distributed process group of
-    ``part.parts`` ranks (default: the world), in which this process is rank ``part.part``."""
+    ``part.parts`` ranks (default: the world), in which this process is rank ``part.part``.
+    With ``stale`` a training step reads the previous step's halo rows (see the module)."""
 
-    def __init__(self, part, group: Optional[dist.ProcessGroup] = None):
+    def __init__(self, part, group: Optional[dist.ProcessGroup] = None, stale: bool = False):
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("HaloExchange needs torch.distributed initialised "
                                "(dist.init_process_group) with one rank per part")
@@ -88,6 +138,23 @@ class HaloExchange:
         self._send_ids = part.send_ids.to(torch.int64)
         self._ids_cache = {}
         self.stats = CommStats()
+        self.stale = bool(stale)
+        self._slot = 0
+        self._fwd: Dict[int, tuple] = {}  # slot -> (work, next step's halo rows, sent rows)
+        self._bwd: Dict[int, tuple] = {}  # slot -> (work, next step's returned gradients, sent)
+
+    def begin_step(self) -> None:
+        """Marks a training step's start: its exchanges pair, call by call, with the previous
+        step's (stale mode; a no-op otherwise)."""
+        self._slot = 0
+
+    def wait_all(self) -> None:
+        """Waits for the background exchanges of stale mode (before the group is torn down)."""
+        for table in (self._fwd, self._bwd):
+            for work, *_ in table.values():
+                if work is not None:
+                    work.wait()
+            table.clear()
 
     def _send_ids_on(self, device: torch.device) -> Tensor:
         ids = self._ids_cache.get(device)
@@ -136,6 +203,8 @@ class HaloExchange:
         if x_owned.shape[0] != self.num_owned:
             raise ValueError(f"x_owned has {x_owned.shape[0]} rows, the part owns "
                              f"{self.num_owned} vertices")
+        if self.stale and torch.is_grad_enabled() and x_owned.requires_grad:
+            return _StaleExchange.apply(x_owned, self)
         return _Exchange.apply(x_owned, self)
 
 
@@ -212,10 +281,17 @@ class DistGraph(Graph):
     the exchange behind the edges whose sources are owned: the exchange starts, the owned-source
     edges aggregate while it runs, then the halo-source edges add their part (and the reverse
     in the backward). Max/min and GAT exchange first, then aggregate.
+
+    With ``stale`` (PipeGCN) every layer's training step reads the previous step's halo rows and
+    gradients while this step's travel in the background (call ``begin_step()`` before each
+    training forward); evaluation (no autograd) and the first step exchange exactly. The
+    gradients are then those of a one-step-old boundary: training converges as PipeGCN reports,
+    but a step no longer equals the single-graph step.
     """
 
     def __init__(self, part, group: Optional[dist.ProcessGroup] = None,
-                 device: Union[str, torch.device, None] = None, overlap: bool = True):
+                 device: Union[str, torch.device, None] = None, overlap: bool = True,
+                 stale: bool = False):
         device = torch.device("cpu" if device is None else device)
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
@@ -223,12 +299,18 @@ class DistGraph(Graph):
         self._init(local._base, local._nnz)
         self._local = local  # keeps the host graph the device copy derives from
         self.part = part
-        self.halo = HaloExchange(part, group)
+        self.halo = HaloExchange(part, group, stale=stale)
         self.num_owned = self.halo.num_owned
         self.num_halo = self.halo.num_halo
         self._variants: Dict[str, Graph] = {}
         self._splits: Dict[str, tuple] = {}
-        self.overlap = bool(overlap)
+        # Stale halos take the exchange off the critical path altogether: no overlap needed.
+        self.overlap = bool(overlap) and not stale
+        self.stale = bool(stale)
+
+    def begin_step(self) -> None:
+        """Marks a training step's start (stale mode; see HaloExchange.begin_step)."""
+        self.halo.begin_step()
 
     @property
     def stats(self) -> CommStats:

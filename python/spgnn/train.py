@@ -106,6 +106,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--runs", type=int, default=1, help="train with seeds seed .. seed+runs-1")
     ap.add_argument("--device", default="auto", help="auto, cpu, cuda (one process per GPU)")
+    ap.add_argument("--stale-halos", action="store_true",
+                    help="--dist: PipeGCN's stale halos (each step reads the previous step's "
+                         "halo rows and gradients; the exchange leaves the critical path)")
     ap.add_argument("--dtype", choices=DTYPES, default="fp32",
                     help="bf16/fp16: mixed precision with torch.autocast (float32 weights and "
                          "optimizer state; fp16 with loss scaling)")
@@ -126,6 +129,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         ap.error(f"--dropout must be in [0, 1), got {args.dropout}")
     if args.lr <= 0 or args.weight_decay < 0:
         ap.error("--lr must be > 0 and --weight-decay >= 0")
+    if args.stale_halos and args.dist is None:
+        ap.error("--stale-halos applies to --dist training")
     if args.dataset is None and args.dist is None:
         args.dataset = "cora"
     return args
@@ -180,7 +185,7 @@ def _load_single(args, dev) -> _Data:
 def _load_part(args, dev, rank: int) -> _Data:
     try:
         p = io.read_partition(args.dist, rank)
-        graph = DistGraph(p, device=dev)
+        graph = DistGraph(p, device=dev, stale=args.stale_halos)
     except (ValueError, RuntimeError, OSError) as e:
         raise SystemExit(f"--dist {args.dist}: {e}") from None
     if p.x is None or p.y is None or p.train_idx is None:
@@ -240,6 +245,8 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
     if counts[0] == 0:
         raise SystemExit("the training split is empty")
     reduce_stats = CommStats()
+    if isinstance(d.graph, DistGraph):
+        d.graph.halo.wait_all()  # a new run's first step exchanges exactly (stale halos)
     half = _AUTOCAST.get(args.dtype)
 
     def forward():
@@ -259,6 +266,8 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad(set_to_none=True)
+        if isinstance(d.graph, DistGraph):
+            d.graph.begin_step()
         out = forward()
         # This rank's share of the whole training set's mean loss.
         loss = F.cross_entropy(out[train_idx], d.y[train_idx], reduction="sum") / counts[0]
@@ -298,6 +307,8 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
                     f"{worst[1]:6.2f} ms  compute {worst[0] - worst[1]:7.2f} ms  sent "
                     f"{worst[2]:7.2f} MiB  mem {worst[3]:8.1f} MiB (max over ranks)")
         rows.append(row)
+    if isinstance(d.graph, DistGraph):
+        d.graph.halo.wait_all()
     skip = min(5, len(times) - 1)
     med = sorted(times[skip:])[len(times[skip:]) // 2]
     med_comm = sorted(comm[skip:])[len(comm[skip:]) // 2]
@@ -333,7 +344,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
     accs = [r["test_acc"] for r in results]
     summary = {
         "model": args.model, "maxk": args.maxk, "dataset": args.dist or args.dataset,
-        "dtype": args.dtype,
+        "dtype": args.dtype, "stale_halos": bool(args.stale_halos),
         "ranks": world, "device": str(dev), "epochs": args.epochs,
         "test_acc": accs, "test_acc_mean": sum(accs) / len(accs),
         "epoch_ms": [r["epoch_ms"] for r in results],

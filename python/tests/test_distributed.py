@@ -105,6 +105,90 @@ def test_halo_exchange_matches_whole_graph(tmp_path, backend, world):
     assert all(p.exitcode == 0 for p in procs)
 
 
+def _stale_worker(rank, world, init, pdir, xs, ups, want_out, want_grad, errors):
+    try:
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+        p = spgnn.io.read_partition(pdir, rank)
+        ex = HaloExchange(p, stale=True)
+        graph = p.graph
+        own = p.global_ids[: p.num_owned]
+        halo_ids = p.global_ids[p.num_owned:]
+
+        def local(xo, halo, up):
+            """out over [xo; halo] and d(out . up)/d xo with the halo held fixed."""
+            xo = xo.detach().requires_grad_()
+            out = ops.gspmm(graph, "copy_u", "sum", torch.cat([xo, halo]))
+            g, = torch.autograd.grad((out * up).sum(), xo)
+            return out.detach(), g
+
+        outs, grads = [], []
+        for x, up in zip(xs, ups):
+            ex.begin_step()
+            xo = x[own].clone().requires_grad_()
+            out = ops.gspmm(graph, "copy_u", "sum", ex(xo))
+            (out * up[own]).sum().backward()
+            outs.append(out.detach())
+            grads.append(xo.grad)
+        # Step 1 is exact.
+        torch.testing.assert_close(outs[0], want_out[own], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(grads[0], want_grad[own], rtol=1e-5, atol=1e-6)
+        # Step 2 reads step 1's halo rows, and adds the halo gradients peers computed in step 1
+        # (the exact step-1 gradient minus its local part) to its own local part.
+        out2, local2 = local(xs[1][own], xs[0][halo_ids], ups[1][own])
+        _, local1 = local(xs[0][own], xs[0][halo_ids], ups[0][own])
+        torch.testing.assert_close(outs[1], out2, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(grads[1], local2 + (want_grad[own] - local1), rtol=1e-5,
+                                   atol=1e-5)
+        # Without autograd (evaluation) the exchange is exact and leaves the pairing alone.
+        with torch.no_grad():
+            ev = ops.gspmm(graph, "copy_u", "sum", ex(xs[0][own]))
+        torch.testing.assert_close(ev, want_out[own], rtol=1e-5, atol=1e-6)
+        ex.wait_all()
+        _leave()
+    except BaseException as e:  # noqa: BLE001 -- reported to the parent
+        errors.put(f"rank {rank}: {type(e).__name__}: {e}")
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_stale_halos_use_the_previous_step(tmp_path, world):
+    """PipeGCN's stale halos: the first step is exact; the second aggregates the first step's
+    halo rows and receives the first step's halo gradients."""
+    if not os.path.exists(CLI):
+        pytest.skip(f"spgnn CLI not found at {CLI} (set SPGNN_CLI)")
+    ds, pdir = tmp_path / "ds", tmp_path / "parts"
+    subprocess.run([CLI, "generate", "planted", "--n", "300", "--classes", "3", "--seed", "7",
+                    "-o", str(ds)], check=True, capture_output=True)
+    subprocess.run([CLI, "partition", str(ds), "-o", str(pdir), "--parts", str(world)],
+                   check=True, capture_output=True)
+    d = spgnn.io.read_dataset(str(ds))
+    g = spgnn.Graph(d.edge_index, d.num_nodes)
+    gen = torch.Generator().manual_seed(100 + world)
+    xs = [torch.randn(d.num_nodes, 4, generator=gen) for _ in range(2)]
+    ups = [torch.randn(d.num_nodes, 4, generator=gen) for _ in range(2)]
+    xg = xs[0].clone().requires_grad_()
+    out = ops.gspmm(g, "copy_u", "sum", xg)
+    (out * ups[0]).sum().backward()
+    ctx = mp.get_context("spawn")
+    errors = ctx.Queue()
+    init = f"file://{tmp_path}/rendezvous"
+    procs = [ctx.Process(target=_stale_worker, args=(r, world, init, str(pdir), xs, ups,
+                                                     out.detach(), xg.grad, errors))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    alive = [p for p in procs if p.is_alive()]
+    for p in alive:
+        p.kill()
+    msgs = []
+    while not errors.empty():
+        msgs.append(errors.get())
+    assert not alive, "a rank hung"
+    assert not msgs, "\n".join(msgs)
+    assert all(p.exitcode == 0 for p in procs)
+
+
 def test_needs_an_initialised_group(tmp_path):
     if not os.path.exists(CLI):
         pytest.skip(f"spgnn CLI not found at {CLI} (set SPGNN_CLI)")

@@ -94,6 +94,24 @@ def test_bad_launches_are_named(planted):
     assert r.returncode != 0 and "meta.json" in r.stderr, r.stderr[-3000:]
 
 
+@pytest.mark.parametrize("model", ["gcn", "gat"])
+def test_stale_halos_train(planted, tmp_path, model):
+    """--stale-halos (PipeGCN): the exchange of a step serves the next one; training still
+    learns what the exact exchange learns."""
+    ds, parts = planted
+    common = ["--model", model, "--epochs", "40", "--dropout", "0", "--hidden", "8",
+              "--heads", "2", "--runs", "2", *CPU]
+    outs = {}
+    for mode in ([], ["--stale-halos"]):
+        out = tmp_path / f"{model}{len(mode)}.json"
+        r = _torchrun(2, "--dist", parts, *common, *mode, "--json", out)
+        assert r.returncode == 0, r.stderr[-3000:]
+        outs[bool(mode)] = json.loads(out.read_text())
+    assert outs[True]["test_acc_mean"] >= outs[False]["test_acc_mean"] - 0.03, outs
+    with pytest.raises(SystemExit):
+        train.parse_args(["--dataset", str(ds), "--stale-halos"])
+
+
 def test_mixed_precision_trains_on_one_process_and_on_two_ranks(planted, tmp_path):
     """--dtype bf16/fp16 (torch.autocast, float32 weights, fp16 loss scaling) learns what fp32
     learns; on two ranks the halo rows cross in the half dtype, half the bytes."""
@@ -121,14 +139,17 @@ def test_mixed_precision_trains_on_one_process_and_on_two_ranks(planted, tmp_pat
 @pytest.mark.skipif(os.environ.get("SPGNN_ACCURACY_TESTS", "1") == "0",
                     reason="SPGNN_ACCURACY_TESTS=0 (scripts/test.sh runs these once, in the main "
                            "build's pass)")
-@pytest.mark.parametrize("dataset,model,dropout", [
-    ("cora", "gcn", 0.5),
+@pytest.mark.parametrize("dataset,model,dropout,extra", [
+    ("cora", "gcn", 0.5, []),
+    # PipeGCN's stale halos (seen: 80.16 against 80.46 exact on 2 ranks, 79.90 on one process)
+    ("cora", "gcn", 0.5, ["--stale-halos"]),
     # GCN on Amazon Computers' raw features swings by +-12 points from seed to seed (in PyG as
     # well, docs/BENCHMARKS.md), too much for a 5-seed mean to compare dropout draws: without
     # dropout the two runs of a seed compute the same steps. GAT with dropout (stable there) is
     # in docs/BENCHMARKS.md ("Distributed training").
-    ("amazon-computers", "gcn", 0.0)])
-def test_partitioned_training_reaches_single_graph_accuracy(tmp_path, dataset, model, dropout):
+    ("amazon-computers", "gcn", 0.0, [])])
+def test_partitioned_training_reaches_single_graph_accuracy(tmp_path, dataset, model, dropout,
+                                                            extra):
     path = os.path.join(DATA, dataset)
     if not os.path.isdir(path):
         pytest.skip(f"dataset not found: {path}")
@@ -139,10 +160,10 @@ def test_partitioned_training_reaches_single_graph_accuracy(tmp_path, dataset, m
               "--dropout", dropout, *CPU]
     one = _single("--dataset", path, *common)
     out = tmp_path / "dist.json"
-    r = _torchrun(2, "--dist", parts, *common, "--json", out)
+    r = _torchrun(2, "--dist", parts, *common, *extra, "--json", out)
     assert r.returncode == 0, r.stderr[-3000:]
     two = json.loads(out.read_text())
-    print(f"{dataset} {model}: one process {one['test_acc_mean']:.4f} {one['test_acc']}, "
+    print(f"{dataset} {model} {' '.join(extra)}: one process {one['test_acc_mean']:.4f} {one['test_acc']}, "
           f"2 ranks {two['test_acc_mean']:.4f} {two['test_acc']}")
     # Not run by run even without dropout: a run that swings on raw features also amplifies the
     # float32 rounding of sums taken in another order (seen: 74.6 vs 73.9 in one of 5 runs).
