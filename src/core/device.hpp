@@ -17,5 +17,10 @@ void cuda_fill(void* p, DType dtype, int64_t n, double value, void* stream);
 // the device); `kind` as in cuda_copy, 3 = let the runtime infer it from the pointers.
 void cuda_copy_async(void* dst, const void* src, size_t bytes, int dir, void* stream);
 int cuda_device_count() noexcept;
+// dst[i] = src[i] converted (round to nearest even), on the device, ordered on `stream`: float32
+// to or from float16/bfloat16 (the pairs half-precision code paths need).
+void cuda_convert(const void* src, DType from, void* dst, DType to, int64_t n, int device,
+                  void* stream);
+void cuda_stream_sync(int device, void* stream);
 
 }  // namespace spgnn::detail

@@ -277,6 +277,15 @@ void convert_into(const Tensor& src, To* dst) {
 
 Tensor Tensor::astype(DType dtype) const {
   SPGNN_CHECK(defined_, InvalidArgument, "astype: undefined tensor");
+  // float32 <-> float16/bfloat16 on a GPU: converted there (one kernel on the default stream,
+  // then waited for, as the host round trip below is synchronous too).
+  if (device_.is_cuda() && ((dtype_ == DType::f32 && is_half(dtype)) ||
+                            (is_half(dtype_) && dtype == DType::f32))) {
+    Tensor t = empty(shape_, dtype, device_);
+    detail::cuda_convert(ptr_, dtype_, t.ptr_, dtype, numel_, device_.index, nullptr);
+    detail::cuda_stream_sync(device_.index, nullptr);
+    return t;
+  }
   Tensor h = device_.is_cuda() ? to(Device::cpu()) : *this;
   Tensor t = empty(shape_, dtype);
   switch (dtype) {
@@ -321,6 +330,8 @@ void cuda_free(void*, int) noexcept {}
 void cuda_copy(void*, const void*, size_t, int) { no_cuda(); }
 void cuda_copy_async(void*, const void*, size_t, int, void*) { no_cuda(); }
 void cuda_fill(void*, DType, int64_t, double, void*) { no_cuda(); }
+void cuda_convert(const void*, DType, void*, DType, int64_t, int, void*) { no_cuda(); }
+void cuda_stream_sync(int, void*) { no_cuda(); }
 int cuda_device_count() noexcept { return 0; }
 }  // namespace detail
 #endif

@@ -5,9 +5,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
+#include <tuple>
+#include <vector>
 #include <random>
 #include <string>
 
+#include "core/device.hpp"
 #include "nn/nn_cuda.hpp"
 #include "nn/nn_hash.hpp"
 #include "nn/profile.hpp"
@@ -183,6 +187,52 @@ std::atomic<bool> g_allow_tf32{false};
 
 void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool allow_tf32() { return g_allow_tf32; }
+
+namespace {
+std::atomic<DType> g_aggregation_dtype{DType::f32};
+
+// dst = src converted (float32 <-> bfloat16), on src's device and `stream`.
+void convert_into(const Tensor& src, Tensor& dst, void* stream) {
+  if (src.device().is_cuda()) {
+    spgnn::detail::cuda_convert(src.raw(), src.dtype(), dst.raw(), dst.dtype(), src.numel(),
+                                src.device().index, stream);
+    return;
+  }
+  const int64_t n = src.numel();
+  if (src.dtype() == DType::f32) {
+    const float* s = src.data<float>();
+    BFloat16* d = dst.data<BFloat16>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(s[i]);
+  } else {
+    const BFloat16* s = src.data<BFloat16>();
+    float* d = dst.data<float>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_float(s[i]);
+  }
+}
+
+// Reused bfloat16 buffers of the aggregations (one per role, device and shape): allocating and
+// freeing device memory every call would cost more than the conversions.
+Tensor& half_buffer(int role, const std::vector<int64_t>& shape, DType dtype, Device dev) {
+  thread_local std::map<std::tuple<int, int, std::vector<int64_t>>, Tensor> buffers;
+  Tensor& t = buffers[{role, dev.is_cuda() ? dev.index : -1, shape}];
+  if (!t.defined() || t.dtype() != dtype || t.device() != dev)
+    t = Tensor::empty(shape, dtype, dev);
+  return t;
+}
+}  // namespace
+
+void set_aggregation_dtype(DType dtype) {
+  SPGNN_CHECK(dtype == DType::f32 || dtype == DType::bf16, InvalidArgument,
+              "nn::set_aggregation_dtype: float32 or bfloat16, got ", dtype_name(dtype),
+              dtype == DType::f16 ? " (float16's range needs loss scaling, which the C++ "
+                                    "trainer does not do; python -m spgnn.train --dtype fp16 "
+                                    "has it)"
+                                  : "");
+  g_aggregation_dtype = dtype;
+}
+DType aggregation_dtype() { return g_aggregation_dtype; }
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double beta) {
   constexpr const char* kFn = "nn::gemm";
@@ -815,6 +865,18 @@ void aggregate(const Graph& g, const Tensor& w, Reduce reduce, const Tensor& x, 
   const std::vector<int64_t> shape{g.n_rows, x.dim(1)};
   if (out.defined() && (out.shape() != shape || out.dtype() != x.dtype() || out.device() != x.device()))
     out = Tensor();
+  if (x.dtype() == DType::f32 && aggregation_dtype() != DType::f32) {
+    // bfloat16 traffic, float32 accumulation; the graph's float32 weights stay as they are.
+    const DType h = aggregation_dtype();
+    Tensor& xh = half_buffer(0, x.shape(), h, x.device());
+    Tensor& oh = half_buffer(1, shape, h, x.device());
+    convert_into(x, xh, options.stream);
+    if (w.defined()) gspmm(g, SpmmOp::u_mul_e, reduce, xh, w, oh, options);
+    else gspmm(g, SpmmOp::copy_u, reduce, xh, Tensor(), oh, options);
+    if (!out.defined()) out = Tensor::empty(shape, DType::f32, x.device());
+    convert_into(oh, out, options.stream);
+    return;
+  }
   if (x.dtype() == DType::f32) {
     if (w.defined()) gspmm(g, SpmmOp::u_mul_e, reduce, x, w, out, options);
     else gspmm(g, SpmmOp::copy_u, reduce, x, Tensor(), out, options);

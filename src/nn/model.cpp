@@ -357,6 +357,11 @@ TrainResult train(Model& model, const Dataset& data, const TrainConfig& config,
     explicit Tf32Guard(bool on) { set_allow_tf32(on); }
     ~Tf32Guard() { set_allow_tf32(prev); }
   } tf32(config.allow_tf32);
+  struct AggregationDtypeGuard {  // the same for the aggregations' dtype
+    DType prev = aggregation_dtype();
+    explicit AggregationDtypeGuard(DType t) { set_aggregation_dtype(t); }
+    ~AggregationDtypeGuard() { set_aggregation_dtype(prev); }
+  } aggregation_dtype_guard(config.aggregation_dtype);
   std::unique_ptr<detail::Profiler> profiler;
   if (config.profile) profiler = std::make_unique<detail::Profiler>(dev);
   Tensor grad;

@@ -7,8 +7,10 @@
 // magnitudes). A degree-10,000 fp16 row sum equals the float32 sum rounded once (dmlc/dgl#4674:
 // fp16 accumulation saturates at 2048). Strategies without half kernels say so by name.
 #include <cstdlib>
+#include <cstring>
 
 #include "gpu/gpu_check.hpp"
+#include "spgnn/nn/functional.hpp"
 
 namespace spgnn::test {
 namespace {
@@ -176,6 +178,44 @@ TEST(HalfGpu, Fp16RowSumOfDegree10000MatchesFloat32Accumulation) {
     // float32 sums in another order differ in the last bits; the fp16 rounding is 4 here.
     EXPECT_NEAR(h16.data<double>()[f], want, 8.0) << f;
   }
+#endif
+}
+
+// Tensor::astype converts float32 <-> float16/bfloat16 on the device, bit for bit as the host
+// (NaN: a NaN, whatever its payload).
+TEST(HalfGpu, DeviceConversionsEqualTheHosts) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  Tensor x = random_tensor({1000, 7}, seed_for(73), -70000.f, 70000.f);
+  x.data<float>()[0] = 1e-8f;  // subnormal in float16
+  for (DType h : {DType::f16, DType::bf16}) {
+    const Tensor want = x.astype(h);
+    const Tensor got = x.to(Device::cuda()).astype(h).to(Device::cpu());
+    ASSERT_EQ(got.dtype(), h);
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), size_t(x.numel()) * 2), 0) << dtype_name(h);
+    const Tensor nan = Tensor::full({1}, DType::f32, NAN).to(Device::cuda()).astype(h);
+    EXPECT_TRUE(std::isnan(nan.astype(DType::f32).to(Device::cpu()).data<float>()[0]));
+    const Tensor back = want.to(Device::cuda()).astype(DType::f32).to(Device::cpu());
+    const Tensor back_h = want.astype(DType::f32);
+    EXPECT_EQ(std::memcmp(back.raw(), back_h.raw(), size_t(x.numel()) * 4), 0) << dtype_name(h);
+  }
+#endif
+}
+
+// nn::aggregate with bfloat16 aggregations (spgnn train --dtype bf16) on the GPU equals the host's.
+TEST(HalfGpu, NnAggregateInBfloat16MatchesTheHost) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  const Graphs& G = graphs(GraphKind::rmat, DType::i32);
+  const Tensor x = random_tensor({G.host.n_cols, 40}, seed_for(74));
+  nn::set_aggregation_dtype(DType::bf16);
+  for (Reduce r : {Reduce::sum, Reduce::mean}) {
+    const Tensor want = nn::aggregate(G.host, G.host.val, r, x);
+    const Tensor got = nn::aggregate(G.dev, G.dev.val, r, x.to(Device::cuda()));
+    ASSERT_EQ(got.dtype(), DType::f32);
+    EXPECT_LT(rel_error(got, want), half_tol(DType::bf16)) << name(r);
+  }
+  nn::set_aggregation_dtype(DType::f32);
 #endif
 }
 

@@ -40,6 +40,7 @@ struct TrainOpts {
   int64_t eval_every = 1;
   bool tune = false;
   bool profile = false, train_eps = false, tf32 = false;
+  std::string dtype = "f32";
 };
 
 // A number > 0 (strict) or >= 0, with a message saying so (CLI11's PositiveNumber prints its
@@ -203,6 +204,7 @@ void run_train(const TrainOpts& o) {
   tc.eval_every = o.eval_every;
   tc.profile = o.profile;
   tc.allow_tf32 = o.tf32;
+  tc.aggregation_dtype = o.dtype == "bf16" ? DType::bf16 : DType::f32;
   tc.options.schedule = parse_schedule(o.strategy);
   // --tune: `auto` tunes each (graph, op, width) the tuning cache does not know yet, once, on
   // the tuner's own tensors, and stores it (spgnn tune --show-cache lists the entries).
@@ -258,6 +260,7 @@ void run_train(const TrainOpts& o) {
     j["ms_per_epoch"] = r.median_ms;
     j["peak_gpu_bytes"] = r.peak_device_bytes;
     j["tf32"] = o.tf32;
+    j["dtype"] = o.dtype;
     j["train_eps"] = o.train_eps;
     if (o.profile && !r.profile.empty()) {
       nlohmann::json pj;
@@ -339,6 +342,14 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--train-eps", o->train_eps, "GIN: train eps (PyG's GINConv(train_eps=True))");
   cmd->add_flag("--tf32", o->tf32, "GPU GEMMs on TF32 tensor cores (faster, ~1e-3 relative error; "
                                    "off by default, not for FP32 comparisons)");
+  cmd->add_option("--dtype", o->dtype,
+                  "f32, or bf16: the sum/mean aggregations (GCN, SAGE, GIN) move bfloat16 with "
+                  "float32 accumulation; weights, GEMMs (add --tf32 for tensor cores), activations "
+                  "and Adam stay float32; GAT and MaxK aggregate in float32. On a GPU bf16 needs "
+                  "SPGNN_GPU_HALF=1 until its kernels are verified. fp16 (with loss scaling): "
+                  "python -m spgnn.train --dtype fp16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   cmd->add_flag("--tune", o->tune, "auto: tune and cache each sparse op shape the tuning cache "
                                    "does not know yet (first epoch is slower)");
   cmd->callback([o] { run_train(*o); });

@@ -23,6 +23,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // with FP32 frameworks.
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+// The dtype sum/mean aggregations (nn::aggregate: GCN, SAGE, GIN, forward and backward) read and
+// write (process-wide; float32 by default). bfloat16 halves their memory traffic: the float32
+// operand is rounded to bfloat16, aggregated with float32 accumulation, and the result rounded
+// once and widened back; weights, GEMMs, activations and Adam stay float32. On a GPU it needs the
+// half kernels (gpu_half_enabled()). float16 is refused: its range needs loss scaling, which the
+// C++ trainer does not do (python -m spgnn.train --dtype fp16 has it).
+void set_aggregation_dtype(DType dtype);
+DType aggregation_dtype();
 
 // x[i, j] += bias[j].
 void add_bias_(Tensor& x, const Tensor& bias);

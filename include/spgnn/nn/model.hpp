@@ -81,6 +81,7 @@ struct TrainConfig {
   OpOptions options;                // schedule of the sparse ops
   bool profile = false;             // time every phase of the training step (TrainResult::profile)
   bool allow_tf32 = false;          // TF32 GEMMs on the GPU (opt-in; see set_allow_tf32)
+  DType aggregation_dtype = DType::f32;  // f32 or bf16 (see set_aggregation_dtype)
 };
 
 struct EpochStats {

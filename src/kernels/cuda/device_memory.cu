@@ -4,6 +4,7 @@
 #include "core/device.hpp"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/elem.cuh"
 
 namespace spgnn::detail {
 
@@ -24,7 +25,42 @@ void launch_fill(void* p, int64_t n, double v, cudaStream_t s) {
                                                                   static_cast<T>(v));
   SPGNN_CUDA_CHECK_LAUNCH();
 }
+template <class From, class To>
+__global__ void convert_kernel(const From* __restrict__ src, To* __restrict__ dst, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = elem::from_float<To>(elem::to_float(src[i]));
+}
+
+template <class From, class To>
+void launch_convert(const void* src, void* dst, int64_t n, cudaStream_t s) {
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>(ceil_div<int64_t>(n, threads), 65535);
+  convert_kernel<From, To><<<static_cast<unsigned>(blocks), threads, 0, s>>>(
+      static_cast<const From*>(src), static_cast<To*>(dst), n);
+  SPGNN_CUDA_CHECK_LAUNCH();
+}
 }  // namespace
+
+void cuda_convert(const void* src, DType from, void* dst, DType to, int64_t n, int device,
+                  void* stream) {
+  if (n == 0) return;
+  DeviceGuard guard(device);
+  const cudaStream_t s = as_stream(stream);
+  if (from == DType::f32 && to == DType::f16) return launch_convert<float, __half>(src, dst, n, s);
+  if (from == DType::f32 && to == DType::bf16)
+    return launch_convert<float, __nv_bfloat16>(src, dst, n, s);
+  if (from == DType::f16 && to == DType::f32) return launch_convert<__half, float>(src, dst, n, s);
+  if (from == DType::bf16 && to == DType::f32)
+    return launch_convert<__nv_bfloat16, float>(src, dst, n, s);
+  throw InvalidArgument(std::string("cuda_convert: ") + dtype_name(from) + " to " +
+                        dtype_name(to) + " is not a float32 <-> float16/bfloat16 conversion");
+}
+
+void cuda_stream_sync(int device, void* stream) {
+  DeviceGuard guard(device);
+  SPGNN_CUDA_CHECK(cudaStreamSynchronize(as_stream(stream)));
+}
 
 void* cuda_alloc(size_t bytes, int device) {
   DeviceGuard g(device);
