@@ -1,9 +1,11 @@
-"""Mixed precision (issue 12): test accuracy of python -m spgnn.train with --dtype fp32, bf16
-and fp16 on the real datasets, mean of RUNS seeds each, and the time per epoch; a Markdown table
-on stdout, each run's JSON in OUT.
+"""Mixed precision (issue 12): test accuracy with --dtype fp32, bf16 (and fp16) on the real
+datasets, mean of RUNS seeds each, and the time per epoch; a Markdown table on stdout, each
+run's JSON in OUT. --runner python: python -m spgnn.train (torch.autocast); --runner cli:
+`spgnn train` (bf16 aggregations; dtypes f32/bf16).
 
-    PYTHONPATH=build/python python bench/mixed_precision.py [--datasets cora citeseer ...]
-        [--models gcn gat sage] [--dtypes fp32 bf16 fp16] [--runs 5] [--device cpu] [--out DIR]
+    PYTHONPATH=build/python python bench/mixed_precision.py [--runner python|cli]
+        [--datasets cora citeseer ...] [--models gcn gat sage] [--dtypes fp32 bf16 fp16]
+        [--runs 5] [--device cpu] [--out DIR] [--spgnn build/spgnn]
 """
 import argparse
 import json
@@ -21,6 +23,21 @@ MODEL_ARGS = {
 }
 
 
+def cli_runs(args, ds, model, dt):
+    """`spgnn train`, seeds 1..RUNS: (mean test accuracy in %, min of the median ms/epoch)."""
+    accs, times = [], []
+    dtype = {"fp32": "f32", "f32": "f32", "bf16": "bf16"}[dt]
+    for seed in range(1, args.runs + 1):
+        cmd = [args.spgnn, "train", "--dataset", os.path.join(args.data, ds),
+               *MODEL_ARGS[model], "--dtype", dtype, "--epochs", str(args.epochs),
+               "--seed", str(seed), "--eval-every", "5", "--device", args.device,
+               "--format", "json"]
+        r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        accs.append(100 * r["test_acc"])
+        times.append(r["ms_per_epoch"])
+    return sum(accs) / len(accs), min(times)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", nargs="+",
@@ -31,6 +48,11 @@ def main():
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default="/tmp/spgnn-mixed-precision")
+    ap.add_argument("--runner", choices=("python", "cli"), default="python")
+    ap.add_argument("--spgnn", default=os.path.join(os.path.dirname(__file__), "..", "build",
+                                                    "spgnn"))
+    ap.add_argument("--data", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                   "..", "..", "shared", "data"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     print("| dataset | model | " + " | ".join(f"{d} acc" for d in args.dtypes) + " | " +
@@ -40,6 +62,11 @@ def main():
         for model in args.models:
             accs, times = [], []
             for dt in args.dtypes:
+                if args.runner == "cli":
+                    acc, ms = cli_runs(args, ds, model, dt)
+                    accs.append(acc)
+                    times.append(ms)
+                    continue
                 out = os.path.join(args.out, f"{ds}-{model}-{dt}.json")
                 cmd = [sys.executable, "-m", "spgnn.train", "--dataset", ds, *MODEL_ARGS[model],
                        "--dtype", dt, "--runs", str(args.runs), "--epochs", str(args.epochs),
