@@ -2,13 +2,11 @@
 # Half precision (issue 12): SpMM (u_mul_e, sum) and SDDMM (dot) in float32, float16 and
 # bfloat16 at F = 64, 128, 256 on the large suite (kron21, reddit, products; bench/common.sh) and
 # the real graphs, `auto` against cuSPARSE in the same dtype, every result checked against the
-# float64 oracle on its own rounded inputs. The GPU half kernels are opt-in until verified
-# (SPGNN_GPU_HALF=1, set here). JSON per graph and kernel goes to $RESULTS; the summary
+# float64 oracle on its own rounded inputs. JSON per graph and kernel goes to $RESULTS; the summary
 # (bench/summarize_dtype.py) prints bf16/fp16 over float32 and over cuSPARSE, with geo-means.
 # Usage: bench/half_suite.sh [graph ...]   (default: kron21 reddit products cora citeseer pubmed)
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
-export SPGNN_GPU_HALF=1
 RESULTS="${RESULTS:-${OUT:-$ROOT/build}/bench-half}"
 DIMS="${DIMS:-64,128,256}"
 REPS="${REPS:-20}"

@@ -164,8 +164,7 @@ for extra in ${EXTRAS:-}; do
     if [ "$built" = 1 ] && [ -d "$BUILD_DIR/python/spgnn" ]; then
       pyargs=()
       [ -n "${PYTEST_K:-}" ] && pyargs=(-x -k "$PYTEST_K")
-      # SPGNN_GPU_HALF=1: the half-precision GPU kernels are opt-in until verified; test them.
-      (cd python/tests && SPGNN_GPU_HALF=1 PYTHONPATH="$ROOT/$BUILD_DIR/python" python3 -m pytest -q -rs \
+      (cd python/tests && PYTHONPATH="$ROOT/$BUILD_DIR/python" python3 -m pytest -q -rs \
          -p no:cacheprovider "${pyargs[@]}") 2>&1 | tee "$LOG_DIR/python.log"
       if [ "${PIPESTATUS[0]}" = 0 ]; then note python "ok: $(tail -1 "$LOG_DIR/python.log")"
       else fail python "$(tail -1 "$LOG_DIR/python.log")"; fi

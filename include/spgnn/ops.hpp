@@ -114,11 +114,6 @@ double spmm_bytes(const Graph& g, SpmmOp op, int64_t F, bool edge_feature_wide =
 double sddmm_bytes(const Graph& g, SddmmOp op, int64_t F, Target lhs, Target rhs,
                    int value_bytes = 4);
 
-// Whether gspmm and gsddmm take float16/bfloat16 operands on CUDA devices. Their GPU kernels are
-// opt-in (SPGNN_GPU_HALF=1 in the environment, read once) until they have passed their GPU tests;
-// on the CPU half precision always works (computed in float32).
-bool gpu_half_enabled();
-
 // The schedule `auto` resolves to for this problem (for reports and `spgnn bench`); `dtype` is
 // the features' (float32, float16, bfloat16).
 Schedule resolve_spmm_schedule(const Graph& g, SpmmOp op, Reduce reduce, int64_t F,

@@ -19,7 +19,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._runtime import C, arr, gpu_half, on_device, stream_of
+from ._runtime import C, arr, on_device, stream_of
 
 _lib = "spgnn"
 
@@ -660,7 +660,7 @@ register_autograd(f"{_lib}::cbsr_sspmm", _sspmm_backward, setup_context=_sspmm_s
 # to one dtype before it runs, so that a layer may mix an autocast GEMM's half output with float32
 # parameters or graph weights: the autocast dtype on the CPU (float16/bfloat16 run there in
 # float32 with one rounding per result); on the GPU the autocast dtype for the ops with half
-# kernels (gspmm, gsddmm) once those are enabled (_runtime.gpu_half), float32 otherwise.
+# kernels (gspmm, gsddmm), float32 for the others.
 # The dtype is read at each call, so one registration serves bfloat16 and float16 regions.
 
 _AUTOCAST_OPS = ("gspmm", "gspmm_arg", "gsddmm", "edge_softmax",
@@ -683,7 +683,7 @@ def _cast_floats(value, device_type: str, dtype):
 
 def _autocast_kernel(op, device_type: str, gpu_half_kernels: bool):
     def kernel(_keyset, *args):
-        half = device_type == "cpu" or (gpu_half_kernels and gpu_half())
+        half = device_type == "cpu" or gpu_half_kernels
         dtype = torch.get_autocast_dtype(device_type) if half else torch.float32
         with torch.autocast(device_type, enabled=False):
             return op(*_cast_floats(args, device_type, dtype))

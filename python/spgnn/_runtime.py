@@ -10,7 +10,7 @@ from torch import Tensor
 from . import _C
 
 __all__ = ["C", "stream_of", "on_device", "arr", "check_tensor", "check_float",
-           "check_same_dtype", "gpu_half"]
+           "check_same_dtype"]
 
 C = _C
 
@@ -65,26 +65,18 @@ def check_tensor(t, name: str, *, ndim: Optional[Sequence[int]] = None, dtypes=N
 _HALVES = (torch.float16, torch.bfloat16)
 
 
-def gpu_half() -> bool:
-    """Whether gspmm/gsddmm take float16/bfloat16 on CUDA devices: their GPU kernels are opt-in
-    (SPGNN_GPU_HALF=1 in the environment) until they have passed their GPU tests."""
-    return bool(C.gpu_half_enabled())
-
-
 def check_float(t: Tensor, name: str, half_kernels: bool = False, **kw) -> None:
     """A feature tensor: float32 anywhere; float64 (the float64 reference path) and
     float16/bfloat16 (computed in float32, each result rounded once) on the CPU; with
-    ``half_kernels`` (gspmm, gsddmm) half precision on the GPU too once enabled (gpu_half)."""
+    ``half_kernels`` (gspmm, gsddmm) half precision on the GPU too."""
     if isinstance(t, Tensor) and t.is_cuda and t.dtype == torch.float64:
         raise TypeError(f"{name} is float64 on {t.device}: spgnn's GPU kernels take float32 "
                         "(float64 runs on the CPU reference path)")
-    if isinstance(t, Tensor) and t.is_cuda and t.dtype in _HALVES and not (
-            half_kernels and gpu_half()):
+    if isinstance(t, Tensor) and t.is_cuda and t.dtype in _HALVES and not half_kernels:
         kind = str(t.dtype).replace("torch.", "")
-        why = ("its half-precision GPU kernels are opt-in until verified: set SPGNN_GPU_HALF=1"
-               if half_kernels else "this op's GPU kernels take float32")
-        raise TypeError(f"{name} is {kind} on {t.device}: {why} (half precision runs on the CPU; "
-                        "under torch.autocast spgnn's ops cast to what they take)")
+        raise TypeError(f"{name} is {kind} on {t.device}: this op's GPU kernels take float32 "
+                        "(half precision runs on the CPU; under torch.autocast spgnn's ops cast "
+                        "to what they take)")
     check_tensor(t, name, dtypes=_FLOATS + _HALVES, **kw)
 
 

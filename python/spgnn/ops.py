@@ -8,8 +8,9 @@ are ``[N, *]`` (trailing dimensions are flattened and restored), edge features `
 tensors follow the order of the edges the graph was built from. Inputs are read in place: they
 must be contiguous, float32 (float64 on the CPU, computed by the float64 reference), on the
 graph's device. Every op also takes float16/bfloat16 on the CPU (computed in float32, each
-result rounded once); the GPU kernels take float32 for now. Under ``torch.autocast`` the ops
-cast their float operands to the autocast dtype on the CPU, and to float32 on the GPU.
+result rounded once); on the GPU gspmm and gsddmm take them too (float32 accumulation), the
+other ops float32. Under ``torch.autocast`` the ops cast their float operands to the autocast
+dtype where they take it, else to float32.
 
     out = spgnn.ops.u_mul_e_sum(g, x, w)     # out[v] = sum over edges (u -> v) of x[u] * w[e]
     s = spgnn.ops.u_dot_v(g, q, k)           # s[e] = <q[u], k[v]>

@@ -115,7 +115,6 @@ NB_MODULE(_C, m) {
   });
 
   m.def("cuda_available", &cuda_available);
-  m.def("gpu_half_enabled", &gpu_half_enabled);
 
   // ---- graphs ---------------------------------------------------------------------------------
   m.def(

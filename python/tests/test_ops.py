@@ -8,7 +8,6 @@ import torch
 import spgnn
 from spgnn import ops
 
-from spgnn._runtime import gpu_half
 from conftest import (DEVICES, GRAPH_KINDS, make_edge_index, randn, ref_edge_softmax,
                       ref_gsddmm, ref_gspmm, ref_selected_sum, rel_err)
 
@@ -397,10 +396,8 @@ def test_gsddmm_half_precision_on_the_cpu(gen, dtype):
         assert out.dtype == dtype
         ref = ref_gsddmm(ei, op, a.double(), b.double(), "u", "v")
         assert rel_err(out, ref) < HALF_TOL[dtype], op
-    if torch.cuda.is_available() and spgnn.with_cuda and not gpu_half():
+    if torch.cuda.is_available() and spgnn.with_cuda:
         gc = g.to("cuda")
-        with pytest.raises(TypeError, match="SPGNN_GPU_HALF=1"):
-            ops.copy_u_sum(gc, a.cuda())
         with pytest.raises(TypeError, match="this op's GPU kernels take float32"):
             ops.edge_softmax(gc, torch.ones(ei.shape[1], 1, dtype=dtype, device="cuda"))
 
@@ -408,10 +405,8 @@ def test_gsddmm_half_precision_on_the_cpu(gen, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_gspmm_gsddmm_half_precision_on_the_gpu(gen, dtype):
-    """The GPU half kernels (opt-in: SPGNN_GPU_HALF=1, as scripts/gpu-check.sh's python extra
-    sets it) compute what the CPU path does: float32 arithmetic, one rounding per result."""
-    if not gpu_half():
-        pytest.skip("the GPU half kernels are opt-in until verified: run with SPGNN_GPU_HALF=1")
+    """The GPU half kernels compute what the CPU path does: float32 arithmetic, one rounding per
+    result."""
     ei, n = make_edge_index("skewed", gen)
     g, gc = spgnn.Graph(ei, n), spgnn.Graph(ei.cuda(), n)
     for F in (1, 5, 8, 64, 130):

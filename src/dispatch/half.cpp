@@ -6,21 +6,7 @@
 #include "spgnn/error.hpp"
 #include "spgnn/ops.hpp"
 
-namespace spgnn {
-
-bool gpu_half_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("SPGNN_GPU_HALF");
-    return v && std::string(v) == "1";
-  }();
-  return on;
-}
-
-}  // namespace spgnn
-
 namespace spgnn::detail {
-
-bool gpu_half_enabled() { return spgnn::gpu_half_enabled(); }
 
 DType half_operands(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> ts,
                     bool gpu) {
@@ -34,11 +20,9 @@ DType half_operands(const char* op, std::initializer_list<std::pair<const Tensor
                     !(t->dtype() == DType::f32 || t->dtype() == DType::f64 || is_half(t->dtype())),
                 InvalidArgument, op, ": '", name, "' is ", dtype_name(t->dtype()), " but '",
                 half_name, "' is ", dtype_name(half->dtype()));
-  SPGNN_CHECK(!half->device().is_cuda() || (gpu && gpu_half_enabled()), Unsupported, op, ": '",
-              half_name, "' is ", dtype_name(half->dtype()), " on a CUDA device: ",
-              gpu ? "the GPU kernels for half precision are not yet verified on a GPU (opt in "
-                    "with SPGNN_GPU_HALF=1)"
-                  : "this op's GPU kernels take float32 for now (half precision runs on the CPU)");
+  SPGNN_CHECK(!half->device().is_cuda() || gpu, Unsupported, op, ": '", half_name, "' is ",
+              dtype_name(half->dtype()), " on a CUDA device: this op's GPU kernels take float32 "
+              "for now (half precision runs on the CPU)");
   return half->dtype();
 }
 

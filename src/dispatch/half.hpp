@@ -10,14 +10,9 @@
 
 namespace spgnn::detail {
 
-// Whether half operands on a CUDA device go to the GPU kernels that read them (gspmm:
-// warp_vertex, gsddmm: shuffle). Until those kernels have passed their GPU tests they are opt-in:
-// SPGNN_GPU_HALF=1 in the environment.
-bool gpu_half_enabled();
-
 // The half dtype of an op's defined operands, or f32 when none is half; a half operand beside an
 // operand of another float dtype is refused by name. On a CUDA device half is Unsupported unless
-// `gpu` (the op has GPU kernels for it, and gpu_half_enabled()).
+// `gpu` (the op has GPU kernels for it: gspmm's warp_vertex, gsddmm's shuffle).
 DType half_operands(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> ts,
                     bool gpu = false);
 

@@ -19,14 +19,10 @@ using detail::SpmmProblem;
 // float32 everywhere; float64 on the host too, computed by cpu_ref (the float64 oracle), so that
 // gradients of code built on these ops can be checked by finite differences in double precision;
 // float16/bfloat16 on the host, computed in float32 (half_on_host below), and on a CUDA device
-// by the strategies that read them (opt-in, see detail::gpu_half_enabled).
+// by the strategies that read them (warp_vertex, shuffle; the others say they read float32).
 void check_operand(const Tensor& t, const char* arg, const char* op, const Graph& g,
                    int64_t rows, const char* rows_name) {
   SPGNN_CHECK(t.defined(), InvalidArgument, op, ": argument '", arg, "' is required");
-  SPGNN_CHECK(!(is_half(t.dtype()) && t.device().is_cuda()) || detail::gpu_half_enabled(),
-              Unsupported, op, ": '", arg, "' is ", dtype_name(t.dtype()),
-              " on a CUDA device: the GPU kernels for half precision are not yet verified on a "
-              "GPU (opt in with SPGNN_GPU_HALF=1)");
   SPGNN_CHECK(t.dtype() == DType::f32 || is_half(t.dtype()) ||
                   (t.dtype() == DType::f64 && !t.device().is_cuda()),
               InvalidArgument, op, ": '", arg, "' must be float32, float16 or bfloat16 (or "

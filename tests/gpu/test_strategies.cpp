@@ -141,6 +141,31 @@ TEST(StrategySpmm, NonDefaultStream) {
 #endif
 }
 
+// warp_vertex's heavy rows: rows longer than `split` go to a block each, whose groups share the
+// row and add their partials in shared memory. Thresholds that split many rows (32), the hubs
+// only (128, also the automatic floor) and none (-1), on graphs with a hub (star, half_row) and a
+// skewed one (rmat), every mode, widths that take several passes and odd widths; with the
+// hardware and the software assignment.
+TEST(StrategySpmm, WarpVertexSplitsHeavyRows) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  for (int64_t split : {32, 128, -1})
+    for (int64_t assign : {1, 2})
+      for (GraphKind k : {GraphKind::star, GraphKind::half_row, GraphKind::rmat, GraphKind::empty_rows,
+                          GraphKind::no_edges, GraphKind::single})
+        for (DType idx : {DType::i32, DType::i64})
+          for (int64_t F : {1, 6, 64, 130, 300}) {
+            const Schedule s = sched("warp_vertex", {{"split", split}, {"assign", assign}});
+            check_spmm(k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, s);
+            check_spmm(k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, s);
+            if (F <= 64) {
+              check_spmm(k, idx, SpmmOp::u_sub_e, Reduce::sum, F, F, s);
+              check_spmm(k, idx, SpmmOp::copy_e, Reduce::mean, F, F, s);
+            }
+          }
+#endif
+}
+
 // max/min with their arg outputs: warp_vertex against cpu_ref, every op, graph kind (empty
 // rows, a hub row, parallel edges), index type and width; values and the winning edge and source
 // must agree exactly (a message is one float operation, as in cpu_ref, and ties keep the first

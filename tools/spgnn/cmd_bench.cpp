@@ -371,9 +371,7 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--wide-e", o->wide_e, "spmm: edge operand of width F instead of 1");
   cmd->add_option("--dtype", o->dtypes,
-                  "spmm/sddmm feature dtype: f32, f16, bf16 or all (repeatable or comma-separated; "
-                  "half precision on the GPU needs SPGNN_GPU_HALF=1 until its kernels are "
-                  "verified)")
+                  "spmm/sddmm feature dtype: f32, f16, bf16 or all (repeatable or comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember({"f32", "f16", "bf16", "all"}))
       ->capture_default_str();

@@ -345,9 +345,8 @@ void register_train(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype,
                   "f32, or bf16: the sum/mean aggregations (GCN, SAGE, GIN) move bfloat16 with "
                   "float32 accumulation; weights, GEMMs (add --tf32 for tensor cores), activations "
-                  "and Adam stay float32; GAT and MaxK aggregate in float32. On a GPU bf16 needs "
-                  "SPGNN_GPU_HALF=1 until its kernels are verified. fp16 (with loss scaling): "
-                  "python -m spgnn.train --dtype fp16")
+                  "and Adam stay float32; GAT and MaxK aggregate in float32. fp16 (with loss "
+                  "scaling): python -m spgnn.train --dtype fp16")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--tune", o->tune, "auto: tune and cache each sparse op shape the tuning cache "

@@ -26,8 +26,8 @@ bool allow_tf32();
 // The dtype sum/mean aggregations (nn::aggregate: GCN, SAGE, GIN, forward and backward) read and
 // write (process-wide; float32 by default). bfloat16 halves their memory traffic: the float32
 // operand is rounded to bfloat16, aggregated with float32 accumulation, and the result rounded
-// once and widened back; weights, GEMMs, activations and Adam stay float32. On a GPU it needs the
-// half kernels (gpu_half_enabled()). float16 is refused: its range needs loss scaling, which the
+// once and widened back; weights, GEMMs, activations and Adam stay float32 (on a GPU through the
+// half kernels of gspmm). float16 is refused: its range needs loss scaling, which the
 // C++ trainer does not do (python -m spgnn.train --dtype fp16 has it).
 void set_aggregation_dtype(DType dtype);
 DType aggregation_dtype();

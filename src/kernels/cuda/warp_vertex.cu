@@ -16,7 +16,19 @@
 // the block scheduler balancing; software = a persistent grid whose warps take `step` warp-tasks
 // (32/G vertices each) at a time from a global atomic counter until the pool is empty. auto
 // (assign=0) follows the paper's discriminant: software when n > 1M (hardware would launch too
-// many blocks) or the average degree is > 50 (a vertex's work dwarfs the atomic).
+// many blocks) or the average degree is > 50 (a vertex's work dwarfs the atomic). (An
+// edge-balanced third assignment, each group taking the whole rows that start in its slice of
+// ~L non-zeros, was tried and measured slower on R-MAT scale 21 in float16: 3.39 vs 2.73 ms at
+// F = 64, 8.23 vs 7.63 at F = 256; docs/GPU_NOTES.md.)
+//
+// Heavy rows (`split`): a row with more non-zeros than `split` would keep one group busy long after
+// the rest of the grid is done (on R-MAT scale 21 one hub row made a float16 SpMM at F = 64 take
+// 21 ms against gnnone's 1.4 ms in float32). Such rows go to a second kernel, one block per row:
+// its groups walk equal slices of the row, and the block sums their float32 partials through
+// shared memory in a fixed order before one rounding to the output (deterministic, no atomics).
+// The heavy rows are listed once per graph and threshold (host side, longest first, cached with
+// the graph). split = 0 (auto): a quarter of one group's average share of the non-zeros under
+// the persistent grid, at least 128; split = -1 never splits.
 //
 // max and min (with the arg outputs the backward needs) run in a separate, simpler kernel below.
 //
@@ -37,6 +49,7 @@
 #include "kernels/cuda/elem.cuh"
 #include "kernels/cuda/gnnone_common.cuh"
 #include "kernels/cuda/spmm_message.cuh"
+#include "dispatch/registry.hpp"
 
 namespace spgnn::detail {
 
@@ -50,6 +63,9 @@ constexpr double kSoftwareMinAvgDegree = 50.0;
 // Resident warps per SM on sm_80/sm_90: the persistent grid of software assignment fills them.
 constexpr int kWarpsPerSm = 64;
 constexpr int kUnroll = 4;
+// Threads per block of the heavy-row kernel, and the smallest automatic split threshold.
+constexpr int kHeavyThreads = 256;
+constexpr int64_t kMinAutoSplit = 128;
 
 // A scalar edge weight: float32, or the features' dtype (a warp-uniform branch).
 template <class T>
@@ -69,6 +85,8 @@ struct WvArgs {
   int64_t n;
   int64_t F;
   int64_t n_tasks;  // warp-tasks = ceil(n / groups per warp)
+  const int64_t* __restrict__ heavy;  // rows with more than `split` non-zeros (split > 0)
+  int64_t split;    // 0: no row is skipped by the vertex kernel
   int nv;
   int g_log2;
   int passes;
@@ -79,11 +97,56 @@ struct WvArgs {
   bool w_is_t;  // w holds T, else float
 };
 
+// Adds the messages of non-zeros [beg, end) of one row to acc (the group's V features at foff):
+// the group loads G column indices (and scalar weights) at once and broadcasts them lane by lane.
+template <class IndexT, class T, int V, int kMode>
+__device__ __forceinline__ void gather(const WvArgs<IndexT, T>& p, int64_t beg, int64_t end, bool ok,
+                                       int64_t foff, int gl, int G, unsigned gmask,
+                                       float (&acc)[V]) {
+  auto fold = [&](IndexT c, float w, int64_t edge) {
+    if (!ok) return;
+    float x[V], y[V];
+    if constexpr (kMode != kCopyE) elem::load<V>(x, p.u + static_cast<int64_t>(c) * p.F + foff);
+    if constexpr (kMode == kCopyE || kMode == kUOpEWide) elem::load<V>(y, p.e + edge * p.F + foff);
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      if constexpr (kMode == kCopyU) acc[q] += x[q];
+      else if constexpr (kMode == kCopyE) acc[q] += y[q];
+      else if constexpr (kMode == kUOpEScalar) acc[q] += apply(p.binop, x[q], w);
+      else acc[q] += apply(p.binop, x[q], y[q]);
+    }
+  };
+  for (int64_t base = beg; base < end; base += G) {
+    const int cnt = static_cast<int>(min(static_cast<int64_t>(G), end - base));
+    const IndexT my_c = gl < cnt ? __ldg(p.col + base + gl) : IndexT(0);
+    float my_w = 0.f;
+    if constexpr (kMode == kUOpEScalar) my_w = gl < cnt ? weight<T>(p.w, p.w_is_t, base + gl) : 0.f;
+    int j = 0;
+    for (; j + kUnroll <= cnt; j += kUnroll) {
+      IndexT c[kUnroll];
+      float w[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        c[k] = __shfl_sync(gmask, my_c, j + k, G);
+        w[k] = kMode == kUOpEScalar ? __shfl_sync(gmask, my_w, j + k, G) : 0.f;
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) fold(c[k], w[k], base + j + k);
+    }
+    for (; j < cnt; ++j) {
+      const IndexT c = __shfl_sync(gmask, my_c, j, G);
+      const float w = kMode == kUOpEScalar ? __shfl_sync(gmask, my_w, j, G) : 0.f;
+      fold(c, w, base + j);
+    }
+  }
+}
+
 template <class IndexT, class T, int V, int kMode>
 __device__ __forceinline__ void vertex(const WvArgs<IndexT, T>& p, int64_t v, int gl, int G,
                                        unsigned gmask) {
   // Row bounds in registers for the whole row (TLPGNN's "register caching").
   const int64_t beg = __ldg(p.rowptr + v), end = __ldg(p.rowptr + v + 1);
+  if (p.split > 0 && end - beg > p.split) return;  // warp_vertex_heavy_kernel's row
   const float scale = (p.mean && end > beg) ? 1.f / static_cast<float>(end - beg) : 1.f;
   T* orow = p.out + v * p.F;
   for (int pass = 0; pass < p.passes; ++pass) {
@@ -92,47 +155,51 @@ __device__ __forceinline__ void vertex(const WvArgs<IndexT, T>& p, int64_t v, in
     const int64_t foff = static_cast<int64_t>(vi) * V;
     float acc[V];
     gnnone::zero_vec(acc);
-    auto fold = [&](IndexT c, float w, int64_t edge) {
-      if (!ok) return;
-      float x[V], y[V];
-      if constexpr (kMode != kCopyE) elem::load<V>(x, p.u + static_cast<int64_t>(c) * p.F + foff);
-      if constexpr (kMode == kCopyE || kMode == kUOpEWide) elem::load<V>(y, p.e + edge * p.F + foff);
-#pragma unroll
-      for (int q = 0; q < V; ++q) {
-        if constexpr (kMode == kCopyU) acc[q] += x[q];
-        else if constexpr (kMode == kCopyE) acc[q] += y[q];
-        else if constexpr (kMode == kUOpEScalar) acc[q] += apply(p.binop, x[q], w);
-        else acc[q] += apply(p.binop, x[q], y[q]);
-      }
-    };
-    for (int64_t base = beg; base < end; base += G) {
-      const int cnt = static_cast<int>(min(static_cast<int64_t>(G), end - base));
-      const IndexT my_c = gl < cnt ? __ldg(p.col + base + gl) : IndexT(0);
-      float my_w = 0.f;
-      if constexpr (kMode == kUOpEScalar) my_w = gl < cnt ? weight<T>(p.w, p.w_is_t, base + gl) : 0.f;
-      int j = 0;
-      for (; j + kUnroll <= cnt; j += kUnroll) {
-        IndexT c[kUnroll];
-        float w[kUnroll];
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
-          c[k] = __shfl_sync(gmask, my_c, j + k, G);
-          w[k] = kMode == kUOpEScalar ? __shfl_sync(gmask, my_w, j + k, G) : 0.f;
-        }
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) fold(c[k], w[k], base + j + k);
-      }
-      for (; j < cnt; ++j) {
-        const IndexT c = __shfl_sync(gmask, my_c, j, G);
-        const float w = kMode == kUOpEScalar ? __shfl_sync(gmask, my_w, j, G) : 0.f;
-        fold(c, w, base + j);
-      }
-    }
+    gather<IndexT, T, V, kMode>(p, beg, end, ok, foff, gl, G, gmask, acc);
     if (ok) {
 #pragma unroll
       for (int q = 0; q < V; ++q) acc[q] *= scale;
       elem::store<V>(orow + foff, acc);
     }
+  }
+}
+
+// One block per heavy row (p.heavy[blockIdx.x]): group i of the block's B = blockDim / G groups
+// walks the i-th of B equal slices of the row; the partial sums meet in shared memory
+// (part[group][G * V], float32) and are added in group order, then rounded once.
+template <class IndexT, class T, int V, int kMode>
+__global__ void __launch_bounds__(kHeavyThreads) warp_vertex_heavy_kernel(const WvArgs<IndexT, T> p) {
+  extern __shared__ __align__(16) float part[];
+  const int64_t v = p.heavy[blockIdx.x];
+  const int G = 1 << p.g_log2;
+  const int groups = static_cast<int>(blockDim.x) >> p.g_log2;
+  const int gi = static_cast<int>(threadIdx.x) >> p.g_log2;
+  const int gl = static_cast<int>(threadIdx.x) & (G - 1);
+  const int grp_in_warp = (static_cast<int>(threadIdx.x) & 31) >> p.g_log2;
+  const unsigned gmask = G == 32 ? 0xffffffffu : ((1u << G) - 1u) << (grp_in_warp * G);
+  const int64_t beg = __ldg(p.rowptr + v), end = __ldg(p.rowptr + v + 1);
+  const int64_t per = (end - beg + groups - 1) / groups;
+  const int64_t b0 = min(end, beg + gi * per), b1 = min(end, b0 + per);
+  const float scale = p.mean ? 1.f / static_cast<float>(end - beg) : 1.f;
+  const int width = G * V;  // features of one pass
+  for (int pass = 0; pass < p.passes; ++pass) {
+    const int vi = pass * G + gl;
+    const bool ok = vi < p.nv;
+    const int64_t foff = static_cast<int64_t>(vi) * V;
+    float acc[V];
+    gnnone::zero_vec(acc);
+    gather<IndexT, T, V, kMode>(p, b0, b1, ok, foff, gl, G, gmask, acc);
+#pragma unroll
+    for (int q = 0; q < V; ++q) part[gi * width + gl * V + q] = acc[q];
+    __syncthreads();
+    for (int f = static_cast<int>(threadIdx.x); f < width; f += static_cast<int>(blockDim.x)) {
+      const int64_t feat = static_cast<int64_t>(pass) * width + f;
+      if (feat >= p.F) continue;
+      float sum = 0.f;
+      for (int i = 0; i < groups; ++i) sum += part[i * width + f];
+      p.out[v * p.F + feat] = elem::from_float<T>(sum * scale);
+    }
+    __syncthreads();
   }
 }
 
@@ -279,8 +346,46 @@ int sm_count(int device) {
   return sms;
 }
 
+// The rows of g with more than `split` non-zeros, longest first (so the longest start first), on
+// g's device; cached with the graph per threshold (like degree_stats, keyed by the arrays too).
+struct HeavyRows {
+  Tensor rows;  // int64 [count]
+  int64_t count = 0;
+};
+template <class IndexT>
+std::shared_ptr<const HeavyRows> heavy_rows(const Graph& g, int64_t split) {
+  const std::string key = std::string("warp_vertex.heavy@") + dtype_name(g.index_dtype()) + ":" +
+                          std::to_string(reinterpret_cast<uintptr_t>(g.rowptr.raw())) + ":" +
+                          std::to_string(g.n_rows) + ":" + std::to_string(g.nnz()) + ":" +
+                          std::to_string(split);
+  std::lock_guard<std::mutex> lock(g.cache->mutex);
+  auto& slot = g.cache->items[key];
+  if (!slot) {
+    const std::vector<IndexT> rp = g.rowptr.to_vector<IndexT>();
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < g.n_rows; ++i)
+      if (static_cast<int64_t>(rp[i + 1] - rp[i]) > split) rows.push_back(i);
+    std::stable_sort(rows.begin(), rows.end(), [&](int64_t x, int64_t y) {
+      return rp[x + 1] - rp[x] > rp[y + 1] - rp[y];
+    });
+    auto h = std::make_shared<HeavyRows>();
+    h->count = static_cast<int64_t>(rows.size());
+    if (h->count > 0)
+      h->rows = Tensor::from_vector(rows, {h->count}).to(g.device());
+    slot = h;
+  }
+  return std::static_pointer_cast<const HeavyRows>(slot);
+}
+
 template <class IndexT, class T, int V, int kMode>
-void launch(const WvArgs<IndexT, T>& a, int warps, int device, cudaStream_t st) {
+void launch(const WvArgs<IndexT, T>& a, int64_t n_heavy, int warps, int device, cudaStream_t st) {
+  if (n_heavy > 0) {  // first, so the longest rows start first
+    SPGNN_CHECK(n_heavy <= 0x7fffffff, InvalidArgument, "warp_vertex: too many heavy rows");
+    const size_t smem = static_cast<size_t>(kHeavyThreads) * V * sizeof(float);
+    warp_vertex_heavy_kernel<IndexT, T, V, kMode>
+        <<<static_cast<unsigned>(n_heavy), kHeavyThreads, smem, st>>>(a);
+    SPGNN_CUDA_CHECK_LAUNCH();
+  }
   int64_t blocks = 0;
   if (a.software) {
     const int64_t resident = static_cast<int64_t>(sm_count(device)) * (kWarpsPerSm / warps);
@@ -296,12 +401,13 @@ void launch(const WvArgs<IndexT, T>& a, int warps, int device, cudaStream_t st) 
 }
 
 template <class IndexT, class T, int V>
-void launch_mode(const WvArgs<IndexT, T>& a, int mode, int warps, int device, cudaStream_t st) {
+void launch_mode(const WvArgs<IndexT, T>& a, int mode, int64_t n_heavy, int warps, int device,
+                 cudaStream_t st) {
   switch (mode) {
-    case kCopyU: launch<IndexT, T, V, kCopyU>(a, warps, device, st); break;
-    case kCopyE: launch<IndexT, T, V, kCopyE>(a, warps, device, st); break;
-    case kUOpEScalar: launch<IndexT, T, V, kUOpEScalar>(a, warps, device, st); break;
-    default: launch<IndexT, T, V, kUOpEWide>(a, warps, device, st); break;
+    case kCopyU: launch<IndexT, T, V, kCopyU>(a, n_heavy, warps, device, st); break;
+    case kCopyE: launch<IndexT, T, V, kCopyE>(a, n_heavy, warps, device, st); break;
+    case kUOpEScalar: launch<IndexT, T, V, kUOpEScalar>(a, n_heavy, warps, device, st); break;
+    default: launch<IndexT, T, V, kUOpEWide>(a, n_heavy, warps, device, st); break;
   }
 }
 
@@ -311,6 +417,7 @@ void run(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
   const int warps = static_cast<int>(param_or_default(OpKind::spmm, "warp_vertex", s, "warps"));
   const int64_t assign = param_or_default(OpKind::spmm, "warp_vertex", s, "assign");
   const int step = static_cast<int>(param_or_default(OpKind::spmm, "warp_vertex", s, "step"));
+  int64_t split = param_or_default(OpKind::spmm, "warp_vertex", s, "split");
   SPGNN_CHECK(warps >= 1 && warps <= gnnone::kMaxWarps, InvalidArgument,
               "warp_vertex: warps must be in 1..", gnnone::kMaxWarps, ", got ", warps);
   SPGNN_CHECK(step >= 1, InvalidArgument, "warp_vertex: step must be >= 1, got ", step);
@@ -342,21 +449,34 @@ void run(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
   a.software = assign == 2 || (assign == 0 && (a.n > kSoftwareMinVertices ||
                                                avg > kSoftwareMinAvgDegree));
   const int device = g.device().index;
+  // A group's share of the non-zeros when every resident group (kWarpsPerSm warps per SM) holds
+  // one equal part: the scale of the automatic split.
+  const int64_t share =
+      g.nnz() / (static_cast<int64_t>(sm_count(device)) * kWarpsPerSm * (32 >> a.g_log2));
+  if (split == 0)  // auto: a quarter of a group's share of the non-zeros, at least kMinAutoSplit
+    split = std::max<int64_t>(kMinAutoSplit, share / 4);
+  int64_t n_heavy = 0;
+  if (split > 0 && degree_stats(g)->max_deg > split) {
+    const auto heavy = heavy_rows<IndexT>(g, split);
+    n_heavy = heavy->count;
+    a.heavy = heavy->rows.template data<int64_t>();
+    a.split = split;
+  }
   if (a.software) {
     a.counter = task_counter(device, st);
     SPGNN_CUDA_CHECK(cudaMemsetAsync(a.counter, 0, sizeof(unsigned long long), st));
   }
   if constexpr (elem::kIsHalf<T>) {
     switch (V) {
-      case 8: launch_mode<IndexT, T, 8>(a, mode, warps, device, st); break;
-      case 2: launch_mode<IndexT, T, 2>(a, mode, warps, device, st); break;
-      default: launch_mode<IndexT, T, 1>(a, mode, warps, device, st); break;
+      case 8: launch_mode<IndexT, T, 8>(a, mode, n_heavy, warps, device, st); break;
+      case 2: launch_mode<IndexT, T, 2>(a, mode, n_heavy, warps, device, st); break;
+      default: launch_mode<IndexT, T, 1>(a, mode, n_heavy, warps, device, st); break;
     }
   } else {
     switch (V) {
-      case 4: launch_mode<IndexT, T, 4>(a, mode, warps, device, st); break;
-      case 2: launch_mode<IndexT, T, 2>(a, mode, warps, device, st); break;
-      default: launch_mode<IndexT, T, 1>(a, mode, warps, device, st); break;
+      case 4: launch_mode<IndexT, T, 4>(a, mode, n_heavy, warps, device, st); break;
+      case 2: launch_mode<IndexT, T, 2>(a, mode, n_heavy, warps, device, st); break;
+      default: launch_mode<IndexT, T, 1>(a, mode, n_heavy, warps, device, st); break;
     }
   }
 }
