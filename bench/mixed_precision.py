@@ -1,7 +1,7 @@
 """Mixed precision (issue 12): test accuracy with --dtype fp32, bf16 (and fp16) on the real
 datasets, mean of RUNS seeds each, and the time per epoch; a Markdown table on stdout, each
 run's JSON in OUT. --runner python: python -m spgnn.train (torch.autocast); --runner cli:
-`spgnn train` (bf16 aggregations; dtypes f32/bf16).
+`spgnn train` (bf16/f16 aggregations, f16 with loss scaling; dtypes f32/bf16/f16).
 
     PYTHONPATH=build/python python bench/mixed_precision.py [--runner python|cli]
         [--datasets cora citeseer ...] [--models gcn gat sage] [--dtypes fp32 bf16 fp16]
@@ -26,7 +26,7 @@ MODEL_ARGS = {
 def cli_runs(args, ds, model, dt):
     """`spgnn train`, seeds 1..RUNS: (mean test accuracy in %, min of the median ms/epoch)."""
     accs, times = [], []
-    dtype = {"fp32": "f32", "f32": "f32", "bf16": "bf16"}[dt]
+    dtype = {"fp32": "f32", "f32": "f32", "bf16": "bf16", "fp16": "f16", "f16": "f16"}[dt]
     for seed in range(1, args.runs + 1):
         cmd = [args.spgnn, "train", "--dataset", os.path.join(args.data, ds),
                *MODEL_ARGS[model], "--dtype", dtype, "--epochs", str(args.epochs),

@@ -102,6 +102,22 @@ TEST_F(Cli, BenchHalfPrecisionChecksEachDtype) {
   EXPECT_NE(s.out.find("bf16"), std::string::npos) << s.out;
 }
 
+// spgnn train --dtype f16: float16 aggregations with loss scaling report the scale and the
+// skipped steps; a dtype the trainer does not take is refused by name.
+TEST_F(Cli, TrainFloat16ReportsItsLossScale) {
+  auto r = run("train --dtype f16 --model gcn --epochs 20 --device cpu --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.rfind("\n{");  // the JSON follows the progress lines (stderr)
+  const auto j = nlohmann::json::parse(at == std::string::npos ? r.out : r.out.substr(at + 1));
+  EXPECT_EQ(j["dtype"], "f16");
+  EXPECT_EQ(j["skipped_steps"], 0);
+  EXPECT_EQ(j["loss_scale"], 65536.0);
+  EXPECT_GT(j["test_acc"].get<double>(), 0.5);
+  auto bad = run("train --dtype f64 --epochs 1 --device cpu");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("f64"), std::string::npos) << bad.out;
+}
+
 TEST_F(Cli, GeneratePlantedDatasetDirectory) {
   auto r = run("generate planted --n 300 --classes 3 -o " + path("ds"));
   ASSERT_EQ(r.code, 0) << r.out;

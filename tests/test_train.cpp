@@ -145,7 +145,58 @@ TEST(TrainBuiltin, Bfloat16AggregationsLearnWhatFloat32Learns) {
     EXPECT_GE(bf16, f32 - 0.03) << nn::conv_name(kind);
     EXPECT_EQ(nn::aggregation_dtype(), DType::f32);
   }
-  EXPECT_THROW(nn::set_aggregation_dtype(DType::f16), InvalidArgument);
+  EXPECT_THROW(nn::set_aggregation_dtype(DType::f64), InvalidArgument);
+  EXPECT_THROW(nn::set_aggregation_dtype(DType::i32), InvalidArgument);
+}
+
+// float16 aggregations with dynamic loss scaling learn what float32 learns; the scale stays
+// where the gradients are finite (no step skipped at the default 2^16 on this data).
+TEST(TrainBuiltin, Float16AggregationsWithLossScalingLearnWhatFloat32Learns) {
+  const Dataset d = nn::load_dataset("builtin");
+  for (ConvKind kind : {ConvKind::gcn, ConvKind::sage, ConvKind::gin}) {
+    RunSpec r;
+    r.kind = kind;
+    r.epochs = 100;
+    r.normalize = false;
+    r.hidden = kind == ConvKind::gcn ? 16 : 32;
+    r.lr = kind == ConvKind::gin ? 0.005 : 0.01;
+    const double f32 = train_once(d, r, seed_for(9));
+    r.aggregation = DType::f16;
+    const double f16 = train_once(d, r, seed_for(9));
+    std::cerr << nn::conv_name(kind) << ": float32 " << f32 << ", float16 " << f16 << "\n";
+    EXPECT_GE(f16, f32 - 0.03) << nn::conv_name(kind);
+    EXPECT_EQ(nn::aggregation_dtype(), DType::f32);
+  }
+}
+
+// A loss scale that overflows float16 (2^40: the scaled gradients pass 65504) makes the scaler
+// skip those steps and halve the scale until the gradients fit; the skipped steps do not move
+// the weights, and training then proceeds as at a fitting scale.
+TEST(TrainBuiltin, Float16LossScalerSkipsOverflowingStepsAndBacksOff) {
+  const Dataset d = nn::load_dataset("builtin");
+  nn::ModelConfig mc;
+  mc.kind = ConvKind::sage;
+  mc.in = d.x.dim(1);
+  mc.classes = d.num_classes;
+  mc.hidden = 32;
+  mc.seed = seed_for(10);
+  nn::TrainConfig tc;
+  tc.epochs = 80;
+  tc.eval_every = 0;
+  tc.aggregation_dtype = DType::f16;
+  tc.loss_scale = std::ldexp(1.0, 40);
+  tc.loss_scale_growth_interval = 1000;
+  nn::Model model(mc);
+  const nn::TrainResult r = nn::train(model, d, tc);
+  EXPECT_GT(r.skipped_steps, 0);
+  EXPECT_LT(r.skipped_steps, 40);
+  EXPECT_LT(r.loss_scale, std::ldexp(1.0, 40));
+  EXPECT_EQ(r.loss_scale, std::ldexp(1.0, 40 - int(r.skipped_steps)));
+  EXPECT_GT(r.test_acc_at_best, 0.6);
+  // A bad scale is refused by name.
+  tc.loss_scale = 0;
+  nn::Model m2(mc);
+  expect_throw<InvalidArgument>([&] { nn::train(m2, d, tc); }, {"loss_scale"});
 }
 
 TEST(TrainPlanetoid, GcnOnCoraInBfloat16ReachesFloat32sMeanOver10Seeds) {

@@ -191,7 +191,7 @@ bool allow_tf32() { return g_allow_tf32; }
 namespace {
 std::atomic<DType> g_aggregation_dtype{DType::f32};
 
-// dst = src converted (float32 <-> bfloat16), on src's device and `stream`.
+// dst = src converted (float32 <-> float16/bfloat16), on src's device and `stream`.
 void convert_into(const Tensor& src, Tensor& dst, void* stream) {
   if (src.device().is_cuda()) {
     spgnn::detail::cuda_convert(src.raw(), src.dtype(), dst.raw(), dst.dtype(), src.numel(),
@@ -199,7 +199,17 @@ void convert_into(const Tensor& src, Tensor& dst, void* stream) {
     return;
   }
   const int64_t n = src.numel();
-  if (src.dtype() == DType::f32) {
+  if (src.dtype() == DType::f32 && dst.dtype() == DType::f16) {
+    const float* s = src.data<float>();
+    Half* d = dst.data<Half>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) d[i] = float_to_half(s[i]);
+  } else if (src.dtype() == DType::f16) {
+    const Half* s = src.data<Half>();
+    float* d = dst.data<float>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) d[i] = half_to_float(s[i]);
+  } else if (src.dtype() == DType::f32) {
     const float* s = src.data<float>();
     BFloat16* d = dst.data<BFloat16>();
 #pragma omp parallel for schedule(static)
@@ -224,12 +234,8 @@ Tensor& half_buffer(int role, const std::vector<int64_t>& shape, DType dtype, De
 }  // namespace
 
 void set_aggregation_dtype(DType dtype) {
-  SPGNN_CHECK(dtype == DType::f32 || dtype == DType::bf16, InvalidArgument,
-              "nn::set_aggregation_dtype: float32 or bfloat16, got ", dtype_name(dtype),
-              dtype == DType::f16 ? " (float16's range needs loss scaling, which the C++ "
-                                    "trainer does not do; python -m spgnn.train --dtype fp16 "
-                                    "has it)"
-                                  : "");
+  SPGNN_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, InvalidArgument,
+              "nn::set_aggregation_dtype: float32, bfloat16 or float16, got ", dtype_name(dtype));
   g_aggregation_dtype = dtype;
 }
 DType aggregation_dtype() { return g_aggregation_dtype; }

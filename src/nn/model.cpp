@@ -367,6 +367,26 @@ TrainResult train(Model& model, const Dataset& data, const TrainConfig& config,
   Tensor grad;
   std::vector<double> times;
   auto params = model.parameters();
+  // float16 aggregations: dynamic loss scaling (TrainConfig::loss_scale).
+  const bool scaling = config.aggregation_dtype == DType::f16;
+  SPGNN_CHECK(!scaling || (config.loss_scale > 0 && std::isfinite(config.loss_scale) &&
+                           config.loss_scale_growth_interval > 0),
+              InvalidArgument, "train: loss_scale must be positive and finite and "
+              "loss_scale_growth_interval positive, got ", config.loss_scale, " and ",
+              config.loss_scale_growth_interval);
+  double scale = config.loss_scale;
+  int64_t good_steps = 0, adam_steps = 0;
+  // The weight gradients are small (GNN weights, not features): checking them on the host costs
+  // one small copy per step.
+  auto grads_finite = [&] {
+    for (Parameter* p : params) {
+      const Tensor g = p->grad.device().is_cuda() ? p->grad.to(Device::cpu()) : p->grad;
+      const float* d = g.data<float>();
+      for (int64_t i = 0; i < g.numel(); ++i)
+        if (!std::isfinite(d[i])) return false;
+    }
+    return true;
+  };
   for (int64_t epoch = 1; epoch <= config.epochs; ++epoch) {
     EpochStats st;
     st.epoch = epoch;
@@ -380,19 +400,38 @@ TrainResult train(Model& model, const Dataset& data, const TrainConfig& config,
         sample_memory();
         st.loss = log_softmax_nll(logits, y, train_idx, &grad);
       }
+      if (scaling) axpy_(grad, scale - 1.0, grad);  // grad *= scale
       model.backward(ctx, grad);
       sample_memory();
-      for (Parameter* p : params) {
-        AdamParams a = config.adam;
-        if (!p->decay) a.weight_decay = 0;
-        adam_step(p->value, p->grad, p->m, p->v, epoch, a);
+      bool step = true;
+      if (scaling) {
+        step = std::isfinite(st.loss) && grads_finite();
+        if (step) {
+          for (Parameter* p : params) axpy_(p->grad, 1.0 / scale - 1.0, p->grad);
+          if (++good_steps == config.loss_scale_growth_interval) scale *= 2, good_steps = 0;
+        } else {
+          scale *= 0.5;
+          good_steps = 0;
+          ++res.skipped_steps;
+          SPGNN_CHECK(scale >= 1.0 / 65536, Error, "train: float16 aggregations overflowed at "
+                      "every loss scale down to 2^-16 (epoch ", epoch, "): the activations "
+                      "themselves exceed float16's range; use bfloat16 (--dtype bf16)");
+        }
+      }
+      if (step) {
+        ++adam_steps;
+        for (Parameter* p : params) {
+          AdamParams a = config.adam;
+          if (!p->decay) a.weight_decay = 0;
+          adam_step(p->value, p->grad, p->m, p->v, adam_steps, a);
+        }
       }
     }
     synchronize(dev);
     st.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     times.push_back(st.ms);
     if (profiler) res.profile.push_back(profiler->end_epoch(st.ms));
-    if (!std::isfinite(st.loss))
+    if (!std::isfinite(st.loss) && !scaling)
       throw Error("train: the loss became " + std::to_string(st.loss) + " at epoch " +
                   std::to_string(epoch) + " (learning rate " + std::to_string(config.adam.lr) +
                   " too high?)");
@@ -433,6 +472,7 @@ TrainResult train(Model& model, const Dataset& data, const TrainConfig& config,
     res.median_ms = t[t.size() / 2];
   }
   res.peak_device_bytes = peak > mem_before ? peak - mem_before : 0;
+  if (scaling) res.loss_scale = scale;
   if (!res.profile.empty()) res.profile_median = median_phase_times(res.profile);
   return res;
 }

@@ -204,7 +204,7 @@ void run_train(const TrainOpts& o) {
   tc.eval_every = o.eval_every;
   tc.profile = o.profile;
   tc.allow_tf32 = o.tf32;
-  tc.aggregation_dtype = o.dtype == "bf16" ? DType::bf16 : DType::f32;
+  tc.aggregation_dtype = o.dtype == "bf16" ? DType::bf16 : o.dtype == "f16" ? DType::f16 : DType::f32;
   tc.options.schedule = parse_schedule(o.strategy);
   // --tune: `auto` tunes each (graph, op, width) the tuning cache does not know yet, once, on
   // the tuner's own tensors, and stores it (spgnn tune --show-cache lists the entries).
@@ -260,6 +260,10 @@ void run_train(const TrainOpts& o) {
     j["ms_per_epoch"] = r.median_ms;
     j["peak_gpu_bytes"] = r.peak_device_bytes;
     j["tf32"] = o.tf32;
+    if (o.dtype == "f16") {
+      j["skipped_steps"] = r.skipped_steps;
+      j["loss_scale"] = r.loss_scale;
+    }
     j["dtype"] = o.dtype;
     j["train_eps"] = o.train_eps;
     if (o.profile && !r.profile.empty()) {
@@ -285,6 +289,9 @@ void run_train(const TrainOpts& o) {
   std::printf("test accuracy %.4f at best validation accuracy %.4f (epoch %lld)\n",
               r.test_acc_at_best, r.best_val_acc, (long long)r.best_epoch);
   if (o.epochs > 0) std::printf("time          %.3f ms/epoch (median of %lld)\n", r.median_ms, (long long)o.epochs);
+  if (o.dtype == "f16" && o.epochs > 0)
+    std::printf("loss scale    %g at the end, %lld step(s) skipped for non-finite gradients\n",
+                r.loss_scale, (long long)r.skipped_steps);
   if (dev.is_cuda()) std::printf("GPU memory    %s peak (sampled)\n", human_bytes(double(r.peak_device_bytes)).c_str());
   if (o.profile && !r.profile.empty()) print_profile(r, dev);
   if (!o.save.empty()) std::printf("saved         %s\n", o.save.c_str());
@@ -343,11 +350,12 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--tf32", o->tf32, "GPU GEMMs on TF32 tensor cores (faster, ~1e-3 relative error; "
                                    "off by default, not for FP32 comparisons)");
   cmd->add_option("--dtype", o->dtype,
-                  "f32, or bf16: the sum/mean aggregations (GCN, SAGE, GIN) move bfloat16 with "
-                  "float32 accumulation; weights, GEMMs (add --tf32 for tensor cores), activations "
-                  "and Adam stay float32; GAT and MaxK aggregate in float32. fp16 (with loss "
-                  "scaling): python -m spgnn.train --dtype fp16")
-      ->check(CLI::IsMember({"f32", "bf16"}))
+                  "f32, bf16 or f16: the sum/mean aggregations (GCN, SAGE, GIN) move bfloat16 or "
+                  "float16 with float32 accumulation; weights, GEMMs (add --tf32 for tensor cores), "
+                  "activations and Adam stay float32; GAT and MaxK aggregate in float32. f16 adds "
+                  "dynamic loss scaling (a step with non-finite gradients is skipped and the scale "
+                  "halved)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();
   cmd->add_flag("--tune", o->tune, "auto: tune and cache each sparse op shape the tuning cache "
                                    "does not know yet (first epoch is slower)");

@@ -27,8 +27,8 @@ bool allow_tf32();
 // write (process-wide; float32 by default). bfloat16 halves their memory traffic: the float32
 // operand is rounded to bfloat16, aggregated with float32 accumulation, and the result rounded
 // once and widened back; weights, GEMMs, activations and Adam stay float32 (on a GPU through the
-// half kernels of gspmm). float16 is refused: its range needs loss scaling, which the
-// C++ trainer does not do (python -m spgnn.train --dtype fp16 has it).
+// half kernels of gspmm). float16 likewise, with more mantissa and far less range: gradients
+// need loss scaling (nn::train does it when TrainConfig::aggregation_dtype is float16).
 void set_aggregation_dtype(DType dtype);
 DType aggregation_dtype();
 

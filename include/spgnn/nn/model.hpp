@@ -81,7 +81,13 @@ struct TrainConfig {
   OpOptions options;                // schedule of the sparse ops
   bool profile = false;             // time every phase of the training step (TrainResult::profile)
   bool allow_tf32 = false;          // TF32 GEMMs on the GPU (opt-in; see set_allow_tf32)
-  DType aggregation_dtype = DType::f32;  // f32 or bf16 (see set_aggregation_dtype)
+  DType aggregation_dtype = DType::f32;  // f32, bf16 or f16 (see set_aggregation_dtype)
+  // float16 aggregations: dynamic loss scaling, as torch.amp.GradScaler does it. The loss gradient
+  // is multiplied by the scale before the backward; a step whose weight gradients are not all
+  // finite is skipped and the scale halved; after `growth_interval` good steps in a row it
+  // doubles. The weight gradients are divided by the scale before Adam.
+  double loss_scale = 65536.0;
+  int64_t loss_scale_growth_interval = 2000;
 };
 
 struct EpochStats {
@@ -100,6 +106,8 @@ struct TrainResult {
                                  // what was in use before training
   std::vector<PhaseTimes> profile;  // per training epoch, when TrainConfig::profile
   PhaseTimes profile_median;        // field-wise medians of `profile`
+  int64_t skipped_steps = 0;        // float16 aggregations: steps skipped for non-finite gradients
+  double loss_scale = 0;            // float16 aggregations: the loss scale after the last epoch
 };
 
 // Trains `model` on `data` (features, labels, split) full-batch; `on_epoch` sees every epoch.
