@@ -152,6 +152,26 @@ Parameter make_weight(const std::string& name, int64_t in, int64_t out, uint64_t
   p.value = glorot({in, out}, in, out, seed, dt, dev);
   return p;
 }
+// PyG's Linear (SAGEConv's lin_l and lin_r, the torch Linear layers of GINConv's MLP) draws
+// weights and biases from U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform with a = sqrt(5)): glorot's
+// bound sqrt(6 / (fan_in + fan_out)) with fan_in = fan_out = 3 in. GCNConv and GATConv use
+// glorot, as here. With glorot for SAGE too, the first steps on Amazon Computers' raw features
+// pushed every hidden ReLU negative (docs/BENCHMARKS.md, "Mixed precision").
+Parameter make_linear_weight(const std::string& name, int64_t in, int64_t out, uint64_t seed,
+                             DType dt, Device dev) {
+  Parameter p;
+  p.name = name;
+  p.value = glorot({in, out}, 3 * in, 3 * in, seed, dt, dev);
+  return p;
+}
+Parameter make_linear_bias(const std::string& name, int64_t in, int64_t n, uint64_t seed, DType dt,
+                           Device dev) {
+  Parameter p;
+  p.name = name;
+  p.value = glorot({n}, 3 * in, 3 * in, seed, dt, dev);
+  p.decay = false;
+  return p;
+}
 Parameter make_zeros(const std::string& name, int64_t n, DType dt, Device dev) {
   Parameter p;
   p.name = name;
@@ -428,9 +448,9 @@ class SageConv : public Layer {
  public:
   SageConv(const ConvSpec& s, DType dt, Device dev)
       : s_(s),
-        wn_(make_weight("weight_neigh", s.in, s.out, s.seed, dt, dev)),
-        wr_(make_weight("weight_root", s.in, s.out, s.seed + 7919, dt, dev)),
-        b_(make_zeros("bias", s.out, dt, dev)),
+        wn_(make_linear_weight("weight_neigh", s.in, s.out, s.seed, dt, dev)),
+        wr_(make_linear_weight("weight_root", s.in, s.out, s.seed + 7919, dt, dev)),
+        b_(make_linear_bias("bias", s.in, s.out, s.seed + 104729, dt, dev)),
         agg_(AggregatedLinear::Graphs::mean, 0, s.in, s.out, s.maxk, &wn_, nullptr) {}
   Tensor forward(GraphContext& ctx, const Tensor& x, bool, uint64_t) override {
     x_ = x;
@@ -469,10 +489,10 @@ class GinConv : public Layer {
   GinConv(const ConvSpec& s, DType dt, Device dev)
       : s_(s),
         hid_(s.gin_hidden > 0 ? s.gin_hidden : s.out),
-        w1_(make_weight("mlp.0.weight", s.in, hid_, s.seed, dt, dev)),
-        b1_(make_zeros("mlp.0.bias", hid_, dt, dev)),
-        w2_(make_weight("mlp.2.weight", hid_, s.out, s.seed + 7919, dt, dev)),
-        b2_(make_zeros("mlp.2.bias", s.out, dt, dev)),
+        w1_(make_linear_weight("mlp.0.weight", s.in, hid_, s.seed, dt, dev)),
+        b1_(make_linear_bias("mlp.0.bias", s.in, hid_, s.seed + 104729, dt, dev)),
+        w2_(make_linear_weight("mlp.2.weight", hid_, s.out, s.seed + 7919, dt, dev)),
+        b2_(make_linear_bias("mlp.2.bias", hid_, s.out, s.seed + 224737, dt, dev)),
         eps_(make_scalar("eps", s.gin_eps, dt, dev)),
         agg_(s.train_eps ? AggregatedLinear::Graphs::sum : AggregatedLinear::Graphs::gin, s.gin_eps,
              s.in, hid_, s.maxk, &w1_, s.train_eps ? &eps_ : nullptr) {
