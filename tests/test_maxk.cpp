@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "spgnn/ops.hpp"
@@ -364,6 +365,18 @@ TEST(MaxkCpu, BadArguments) {
         cbsr_spgemm(g, c, Tensor(), out, o);
       },
       "power of two");
+  for (const auto& [key, value, why] :
+       std::vector<std::tuple<std::string, int64_t, std::string>>{
+           {"vec", 3, "gpu.vec must be 1, 2 or 4, got 3"},
+           {"private_rows", 2, "gpu.private_rows must be 0 or 1, got 2"},
+           {"lanes", 4, "has no parameter 'lanes'"}})
+    expect_error<InvalidArgument>(
+        [&, key = key, value = value] {
+          OpOptions o = strategy("gpu");
+          o.schedule.params[key] = value;
+          cbsr_sspmm(g, Tensor(), Tensor::zeros({10, 20}, DType::f32), c, dd, o);
+        },
+        why);
 }
 
 // The out-parameter forms write into the caller's buffers (same storage across calls, the point

@@ -9,7 +9,9 @@
 //   gpu      CUDA kernels (maxk.cu, cbsr_spgemm.cu, cbsr_sspmm.cu)
 // Only `gpu` takes parameters, and only the CBSR products read them:
 //   warps (1..16), segment (edges per warp segment, a power of two in 32..65536),
-//   smem_buffer (0/1). See src/kernels/cuda/maxk_kernels.hpp.
+//   smem_buffer (0/1), vec (values per lane and load: 1, 2 or 4), private_rows (0/1, the
+//   forward's accumulation: a shared-memory row per lane group with plain adds, or one row per
+//   warp with shared atomics). See src/kernels/cuda/maxk_kernels.hpp.
 #include <cstdint>
 #include <string>
 
@@ -43,18 +45,23 @@ Backend pick_backend(const OpOptions& options, Device data_device, const char* o
                           "' in options.schedule; expected auto, cpu_ref, cpu or gpu");
   for (const auto& [key, value] : s.params) {
     const bool known = b == Backend::gpu && name == "gpu" &&
-                       (key == "warps" || key == "segment" || key == "smem_buffer");
+                       (key == "warps" || key == "segment" || key == "smem_buffer" ||
+                        key == "vec" || key == "private_rows");
     SPGNN_CHECK(known, InvalidArgument, op, ": strategy '", name, "' has no parameter '", key,
-                "' (only 'gpu' takes parameters: warps, segment, smem_buffer)");
+                "' (only 'gpu' takes parameters: warps, segment, smem_buffer, vec, "
+                "private_rows)");
     if (key == "warps")
       SPGNN_CHECK(value >= 1 && value <= 16, InvalidArgument, op,
                   ": parameter gpu.warps must be in 1..16, got ", value);
     if (key == "segment")
       SPGNN_CHECK(value >= 32 && value <= 65536 && (value & (value - 1)) == 0, InvalidArgument,
                   op, ": parameter gpu.segment must be a power of two in 32..65536, got ", value);
-    if (key == "smem_buffer")
-      SPGNN_CHECK(value == 0 || value == 1, InvalidArgument, op,
-                  ": parameter gpu.smem_buffer must be 0 or 1, got ", value);
+    if (key == "smem_buffer" || key == "private_rows")
+      SPGNN_CHECK(value == 0 || value == 1, InvalidArgument, op, ": parameter gpu.", key,
+                  " must be 0 or 1, got ", value);
+    if (key == "vec")
+      SPGNN_CHECK(value == 1 || value == 2 || value == 4, InvalidArgument, op,
+                  ": parameter gpu.vec must be 1, 2 or 4, got ", value);
   }
   if (b == Backend::gpu) {
     SPGNN_CHECK(SPGNN_WITH_CUDA, Unsupported, op,
@@ -75,6 +82,8 @@ detail::CbsrParams cbsr_params(const Schedule& s) {
   if (auto it = s.params.find("warps"); it != s.params.end()) p.warps = it->second;
   if (auto it = s.params.find("segment"); it != s.params.end()) p.segment = it->second;
   if (auto it = s.params.find("smem_buffer"); it != s.params.end()) p.smem_buffer = it->second != 0;
+  if (auto it = s.params.find("vec"); it != s.params.end()) p.vec = it->second;
+  if (auto it = s.params.find("private_rows"); it != s.params.end()) p.private_rows = it->second;
   return p;
 }
 #endif

@@ -9,6 +9,7 @@
 // are poisoned with NaN first. SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and sweeps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -206,8 +207,10 @@ TEST(MaxkGpu, MaxkBackward) {
 int g_failures = 0;
 
 // weights: 0 = explicit e [nnz], 1 = explicit e [nnz, 1], 2 = graph values, 3 = none (ones).
+// mangle: changes the CBSR operand before both runs (a caller-built CBSR).
 void check_products(GraphKind kind, DType idx, int64_t F, int64_t k, int weights,
-                    const OpOptions& gpu, cudaStream_t stream = nullptr) {
+                    const OpOptions& gpu, cudaStream_t stream = nullptr,
+                    void (*mangle)(Cbsr&) = nullptr) {
   if (g_failures > 20) return;
   const Graphs& G = graphs(kind, idx);
   static uint64_t salt = 0;
@@ -226,7 +229,8 @@ void check_products(GraphKind kind, DType idx, int64_t F, int64_t k, int weights
   if (weights == 0) e_h = random_tensor({host.nnz()}, seed + 1, 0.5f, 1.5f);
   if (weights == 1) e_h = random_tensor({host.nnz(), 1}, seed + 1, 0.5f, 1.5f);
   if (e_h.defined()) e_d = e_h.to(Device::cuda());
-  const Cbsr x = maxk(random_tensor({host.n_cols, F}, seed + 2), k, strategy("cpu_ref"));
+  Cbsr x = maxk(random_tensor({host.n_cols, F}, seed + 2), k, strategy("cpu_ref"));
+  if (mangle) mangle(x);
   const Cbsr xd = to_device(x);
   OpOptions o = gpu;
   o.stream = stream;
@@ -274,10 +278,16 @@ TEST(MaxkGpu, CbsrProductsParameters) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   // segment=32 splits most rows (zeroed split rows, atomic write-back); smem_buffer=0 is the
-  // buffer-less path; warps=1 and 16 change the block shape.
+  // buffer-less path; warps=1 and 16 change the block shape; private_rows=0 is the forward's
+  // row per warp with shared atomics, =1 forces a row per lane group even where it leaves
+  // blocks of one warp; vec sets the values per lane (1 lane group of up to 32 lanes per edge
+  // when k <= 32 at vec=1, up to 8 groups at vec=4).
   const std::vector<std::map<std::string, int64_t>> params = {
       {{"segment", 32}}, {{"smem_buffer", 0}}, {{"warps", 1}}, {{"warps", 16}, {"segment", 256}},
-      {{"segment", 65536}}};
+      {{"segment", 65536}}, {{"private_rows", 0}}, {{"private_rows", 0}, {"segment", 32}},
+      {{"vec", 1}}, {{"vec", 2}, {"segment", 32}}, {{"vec", 4}},
+      {{"private_rows", 1}, {"vec", 4}, {"warps", 16}}, {{"private_rows", 1}, {"vec", 1}},
+      {{"vec", 4}, {"segment", 32}, {"warps", 3}}};
   for (const auto& p : params)
     for (GraphKind kind : {GraphKind::rmat, GraphKind::half_row, GraphKind::star,
                            GraphKind::empty_rows})
@@ -286,6 +296,37 @@ TEST(MaxkGpu, CbsrProductsParameters) {
           if (k > F || (quick() && k != 7 && k != F)) continue;
           check_products(kind, DType::i32, F, k, int(k % 4), strategy("gpu", p));
         }
+#endif
+}
+
+// A CBSR that maxk did not make may repeat or misorder columns; the forward's plain adds (one
+// shared-memory row per lane group) must notice and add such rows with atomics.
+[[maybe_unused]] void repeat_and_reverse_columns(Cbsr& x) {
+  const int64_t n = x.index.dim(0), k = x.k;
+  Tensor idx = x.index.astype(DType::i64);
+  int64_t* p = idx.data<int64_t>();
+  for (int64_t r = 0; r < n; ++r) {
+    int64_t* row = p + r * k;
+    if (k < 2) continue;
+    if (r % 3 == 0) row[k / 2] = row[k / 2 - 1];                    // a repeat
+    if (r % 3 == 1) std::reverse(row, row + k);                     // descending
+    if (r % 5 == 2) for (int64_t j = 0; j < k; ++j) row[j] = row[0];  // all the same column
+  }
+  x.index = idx.astype(x.index.dtype());
+}
+
+TEST(MaxkGpu, CbsrProductsRepeatedOrUnsortedColumns) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  for (GraphKind kind : {GraphKind::rmat, GraphKind::star, GraphKind::empty_rows})
+    for (int64_t F : {int64_t{64}, int64_t{300}})
+      for (int64_t k : {int64_t{2}, int64_t{7}, int64_t{16}, int64_t{32}, int64_t{64}}) {
+        if (quick() && k != 7 && k != 32) continue;
+        for (const auto& p : std::vector<std::map<std::string, int64_t>>{
+                 {}, {{"vec", 1}}, {{"vec", 4}}, {{"vec", 2}, {"segment", 32}}})
+          check_products(kind, DType::i32, F, k, int(k % 4), strategy("gpu", p), nullptr,
+                         repeat_and_reverse_columns);
+      }
 #endif
 }
 

@@ -38,9 +38,12 @@ struct Segments {
   const void* split_rows = nullptr;  // [n_split]
 };
 // Built on the host from rowptr at the first call for (graph structure, S), then reused.
-Segments segments_for(const Graph& g, int64_t segment);
+// skip_empty: no segments for rows without edges (the backward has nothing to do there; the
+// forward needs them to store the rows' zeros).
+Segments segments_for(const Graph& g, int64_t segment, bool skip_empty = false);
 // S when the schedule does not set it: the next power of two >= 4 * average degree, clamped to
-// [256, 4096] (Reddit-like rows of ~500 edges stay whole; skewed graphs split only their hubs).
+// [64, 4096] (Reddit-like rows of ~500 edges stay whole; on kron21, average degree 16, hub rows
+// split into segments of 64, which beat 128 and 256 in both products on the H100).
 int64_t default_segment(const Graph& g);
 
 struct Geometry {
@@ -53,10 +56,12 @@ inline bool aligned_to(const void* p, int bytes) {
   return p == nullptr || reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
 }
 // `ptrs[i]` must be aligned to `bytes_per_value[i] * V` for vector width V.
+// max_v (1, 2 or 4) caps the vector width.
 inline Geometry make_geometry(int64_t k, const void* const* ptrs, const int* bytes_per_value,
-                              int nptrs) {
+                              int nptrs, int max_v = 4) {
   Geometry g;
   int V = k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
+  while (V > max_v) V /= 2;
   for (int i = 0; i < nptrs; ++i)
     while (V > 1 && !aligned_to(ptrs[i], bytes_per_value[i] * V)) V /= 2;
   g.V = V;
@@ -71,13 +76,17 @@ inline Geometry make_geometry(int64_t k, const void* const* ptrs, const int* byt
 // Warps per block and whether the F-float row buffer lives in shared memory.
 struct BlockShape {
   int warps = kDefaultWarps;
+  int warps_requested = kDefaultWarps;
   bool smem = true;
   size_t smem_bytes = 0;
 };
-inline BlockShape block_shape(int64_t F, int64_t requested_warps, bool smem_buffer) {
+// rows_per_warp: F-float rows each warp keeps (the forward's private rows: one per lane group).
+inline BlockShape block_shape(int64_t F, int64_t requested_warps, bool smem_buffer,
+                              int rows_per_warp = 1) {
   BlockShape b;
   b.warps = requested_warps > 0 ? static_cast<int>(requested_warps) : kDefaultWarps;
-  const int64_t row_bytes = (F * 4 + 15) / 16 * 16;
+  b.warps_requested = b.warps;
+  const int64_t row_bytes = (F * 4 + 15) / 16 * 16 * rows_per_warp;
   const int64_t fit = kMaxBlockSmem / row_bytes;
   b.smem = smem_buffer && fit >= 1;
   if (b.smem) {

@@ -2,17 +2,19 @@
 // in the outer-product form: A is read in its stored row order (A^T is the same storage read the
 // other way, no second copy of the graph).
 //
-// One warp per segment (<= S edges of row v; cbsr_common.cuh). The warp prefetches the dense row
-// d_out[v, :] into shared memory with coalesced float4 loads, once for all the segment's edges.
-// Its lane groups then take the edges (v, u) round-robin: each lane loads V consecutive CBSR
-// column indices of u (one coalesced load per group), gathers d_out[v, index] from the shared
-// row — the irregular access stays on chip — multiplies by w_e and adds the V products into
-// d_data[u] with one vector atomic (red.global.add.v4.f32 on sm_90); a group's atomics cover
+// One warp per segment (<= S edges of row v; cbsr_common.cuh; rows without edges have none). A
+// segment that gathers at least F values prefetches the dense row d_out[v, :] into shared memory
+// with coalesced float4 loads, once for all its edges; a shorter one reads the values it needs
+// from global memory. Its lane groups then take the edges (v, u) round-robin: each lane loads V
+// consecutive CBSR column indices of u (one coalesced load per group), gathers d_out[v, index]
+// (from the staged row, the irregular access on chip), multiplies by w_e and adds the V products
+// into d_data[u] with one vector atomic (red.global.add.v4.f32 on sm_90); a group's atomics cover
 // d_data[u]'s k contiguous floats, so they coalesce too. d_data is zeroed first (n_cols * k
 // floats, small next to the edge work). F too wide for the buffer (or smem_buffer=0): the
 // gather reads d_out from global memory instead.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -42,12 +44,17 @@ struct SspmmArgs {
   bool vec4_in;                     // F % 4 == 0 and d_out 16-byte aligned
 };
 
+// kSmem: the staged row lives in shared memory (else the gathers read d_out).
 template <class I, class IdxT, int V, bool kSmem>
 __global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
     cbsr_sspmm_kernel(const SspmmArgs<I, IdxT> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
+  const int L = 1 << a.l_log2;
+  const int G = 32 >> a.l_log2;
+  const int grp = lane >> a.l_log2;
+  const int gl = lane & (L - 1);
   const int64_t s = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp;
   if (s >= a.nseg) return;  // whole warps only: no block-level barrier below
   const int64_t r = a.seg_row[s];
@@ -57,41 +64,43 @@ __global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
   const int F = static_cast<int>(a.F);
   const float* drow = a.d_out + r * a.F;
 
-  const float* src = drow;
+  // A short segment gathers fewer values than the row holds: it reads them where they are
+  // instead of staging the whole row (on skewed graphs most rows are short).
+  const bool stage = kSmem && (e_end - e_begin) * a.k >= a.F;
+  const float* buf = nullptr;
   if constexpr (kSmem) {
-    float* buf = reinterpret_cast<float*>(smem + warp * a.row_bytes);
-    if (a.vec4_in) {
-      const float4* d4 = reinterpret_cast<const float4*>(drow);
-      float4* b4 = reinterpret_cast<float4*>(buf);
-      for (int f = lane; f < F / 4; f += 32) b4[f] = __ldg(d4 + f);
-    } else {
-      for (int f = lane; f < F; f += 32) buf[f] = __ldg(drow + f);
+    if (stage) {
+      float* b = reinterpret_cast<float*>(smem + static_cast<size_t>(warp) * a.row_bytes);
+      if (a.vec4_in) {
+        const float4* d4 = reinterpret_cast<const float4*>(drow);
+        float4* b4 = reinterpret_cast<float4*>(b);
+        for (int f = lane; f < F / 4; f += 32) b4[f] = __ldg(d4 + f);
+      } else {
+        for (int f = lane; f < F; f += 32) b[f] = __ldg(drow + f);
+      }
+      __syncwarp();
+      buf = b;
     }
-    __syncwarp();
-    src = buf;
   }
   auto gather = [&](int c) -> float {
     if (c >= F) return 0.f;  // entries >= F: skipped
-    if constexpr (kSmem) return src[c];
-    else return __ldg(src + c);
+    if (kSmem && stage) return buf[c];
+    return __ldg(drow + c);
   };
 
-  const int L = 1 << a.l_log2;
-  const int G = 32 >> a.l_log2;
-  const int grp = lane >> a.l_log2;
-  const int gl = lane & (L - 1);
+  const int64_t step = static_cast<int64_t>(G) * kUnroll;
   for (int pass = 0; pass < a.passes; ++pass) {
     const int vi = pass * L + gl;
     if (vi >= a.nv) break;  // no shuffles below: idle lanes may leave
     const int64_t voff = static_cast<int64_t>(vi) * V;
-    for (int64_t e = e_begin + grp; e < e_end; e += static_cast<int64_t>(G) * kUnroll) {
+    for (int64_t e0 = e_begin + grp; e0 < e_end; e0 += step) {
       int64_t u[kUnroll];
       float wt[kUnroll];
       int c[kUnroll][V];
       bool ok[kUnroll];
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
-        const int64_t ej = e + static_cast<int64_t>(j) * G;
+        const int64_t ej = e0 + static_cast<int64_t>(j) * G;
         ok[j] = ej < e_end;
         if (ok[j]) {
           u[j] = __ldg(a.col + ej);
@@ -111,14 +120,15 @@ __global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
   }
 }
 
-template <class I, class IdxT, int V, bool kSmem>
-void launch(const SspmmArgs<I, IdxT>& a, const cbsr::BlockShape& bs, cudaStream_t st) {
+template <class I, class IdxT, int V>
+void launch(bool smem, const SspmmArgs<I, IdxT>& a, const cbsr::BlockShape& bs,
+            cudaStream_t st) {
   const int64_t blocks = (a.nseg + bs.warps - 1) / bs.warps;
   SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "cbsr_sspmm: graph too large for one grid");
-  auto kernel = cbsr_sspmm_kernel<I, IdxT, V, kSmem>;
-  const size_t smem = kSmem ? bs.smem_bytes : 0;
-  cbsr::allow_smem(kernel, smem);
-  kernel<<<static_cast<unsigned>(blocks), bs.warps * 32, smem, st>>>(a);
+  auto kernel = smem ? cbsr_sspmm_kernel<I, IdxT, V, true> : cbsr_sspmm_kernel<I, IdxT, V, false>;
+  const size_t bytes = smem ? bs.smem_bytes : 0;
+  cbsr::allow_smem(kernel, bytes);
+  kernel<<<static_cast<unsigned>(blocks), bs.warps * 32, bytes, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 
@@ -130,8 +140,7 @@ void run(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Ten
                                    st));
   if (g.nnz() == 0 || g.n_rows == 0) return;
   const int64_t S = prm.segment > 0 ? prm.segment : cbsr::default_segment(g);
-  const cbsr::Segments seg = cbsr::segments_for(g, S);
-  const cbsr::BlockShape bs = cbsr::block_shape(x.F, prm.warps, prm.smem_buffer);
+  const cbsr::Segments seg = cbsr::segments_for(g, S, /*skip_empty=*/true);
   SspmmArgs<I, IdxT> a{};
   a.rowptr = g.rowptr.data<I>();
   a.col = g.col.data<I>();
@@ -147,21 +156,18 @@ void run(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Ten
   a.nseg = seg.count;
   const void* ptrs[2] = {a.d_data, a.xi};
   const int bytes[2] = {4, static_cast<int>(sizeof(IdxT))};
-  const cbsr::Geometry geo = cbsr::make_geometry(x.k, ptrs, bytes, 2);
+  const cbsr::Geometry geo = cbsr::make_geometry(
+      x.k, ptrs, bytes, 2, static_cast<int>(prm.vec > 0 ? std::min<int64_t>(prm.vec, 4) : 4));
   a.nv = geo.nv;
   a.l_log2 = geo.l_log2;
   a.passes = geo.passes;
   a.row_bytes = static_cast<int>((x.F * 4 + 15) / 16 * 16);
   a.vec4_in = x.F % 4 == 0 && cbsr::aligned_to(a.d_out, 16);
-  auto go = [&](auto vtag) {
-    constexpr int V = decltype(vtag)::value;
-    if (bs.smem) launch<I, IdxT, V, true>(a, bs, st);
-    else launch<I, IdxT, V, false>(a, bs, st);
-  };
+  const cbsr::BlockShape bs = cbsr::block_shape(x.F, prm.warps, prm.smem_buffer);
   switch (geo.V) {
-    case 4: go(std::integral_constant<int, 4>{}); break;
-    case 2: go(std::integral_constant<int, 2>{}); break;
-    default: go(std::integral_constant<int, 1>{}); break;
+    case 4: launch<I, IdxT, 4>(bs.smem, a, bs, st); break;
+    case 2: launch<I, IdxT, 2>(bs.smem, a, bs, st); break;
+    default: launch<I, IdxT, 1>(bs.smem, a, bs, st); break;
   }
 }
 

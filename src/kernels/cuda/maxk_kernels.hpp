@@ -14,9 +14,12 @@ namespace spgnn::detail {
 struct CbsrParams {
   int64_t warps = 0;          // warps per block (1..16); default 8, fewer when F is wide
   int64_t segment = 0;        // edges per warp segment (a row longer than this is split);
-                              // default: next power of two >= 4 * average degree, in [256, 4096]
+                              // default: next power of two >= 4 * average degree, in [64, 4096]
   bool smem_buffer = true;    // false: accumulate straight into global memory (ablation and the
                               // path for F too wide for a shared-memory row buffer)
+  int64_t vec = 0;            // values per lane and load (1, 2, 4); 0: the op's default
+  int64_t private_rows = -1;  // forward: 1 = one shared-memory row per lane group, plain adds;
+                              // 0 = one row per warp, shared-memory atomics; -1: default (1)
 };
 
 // Top-k of each row of x [n, F] (f32, CUDA) into data [n, k] f32 and index [n, k] (u8 / u16).
