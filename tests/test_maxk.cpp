@@ -369,6 +369,7 @@ TEST(MaxkCpu, BadArguments) {
        std::vector<std::tuple<std::string, int64_t, std::string>>{
            {"vec", 3, "gpu.vec must be 1, 2 or 4, got 3"},
            {"private_rows", 2, "gpu.private_rows must be 0 or 1, got 2"},
+           {"regs", 32, "gpu.regs must be 0 or 40, got 32"},
            {"lanes", 4, "has no parameter 'lanes'"}})
     expect_error<InvalidArgument>(
         [&, key = key, value = value] {

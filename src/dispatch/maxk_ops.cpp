@@ -11,7 +11,8 @@
 //   warps (1..16), segment (edges per warp segment, a power of two in 32..65536),
 //   smem_buffer (0/1), vec (values per lane and load: 1, 2 or 4), private_rows (0/1, the
 //   forward's accumulation: a shared-memory row per lane group with plain adds, or one row per
-//   warp with shared atomics). See src/kernels/cuda/maxk_kernels.hpp.
+//   warp with shared atomics), regs (0 or 40: 40 registers per thread in blocks of <= 8 warps).
+//   See src/kernels/cuda/maxk_kernels.hpp.
 #include <cstdint>
 #include <string>
 
@@ -46,10 +47,10 @@ Backend pick_backend(const OpOptions& options, Device data_device, const char* o
   for (const auto& [key, value] : s.params) {
     const bool known = b == Backend::gpu && name == "gpu" &&
                        (key == "warps" || key == "segment" || key == "smem_buffer" ||
-                        key == "vec" || key == "private_rows");
+                        key == "vec" || key == "private_rows" || key == "regs");
     SPGNN_CHECK(known, InvalidArgument, op, ": strategy '", name, "' has no parameter '", key,
                 "' (only 'gpu' takes parameters: warps, segment, smem_buffer, vec, "
-                "private_rows)");
+                "private_rows, regs)");
     if (key == "warps")
       SPGNN_CHECK(value >= 1 && value <= 16, InvalidArgument, op,
                   ": parameter gpu.warps must be in 1..16, got ", value);
@@ -59,6 +60,9 @@ Backend pick_backend(const OpOptions& options, Device data_device, const char* o
     if (key == "smem_buffer" || key == "private_rows")
       SPGNN_CHECK(value == 0 || value == 1, InvalidArgument, op, ": parameter gpu.", key,
                   " must be 0 or 1, got ", value);
+    if (key == "regs")
+      SPGNN_CHECK(value == 0 || value == 40, InvalidArgument, op,
+                  ": parameter gpu.regs must be 0 or 40, got ", value);
     if (key == "vec")
       SPGNN_CHECK(value == 1 || value == 2 || value == 4, InvalidArgument, op,
                   ": parameter gpu.vec must be 1, 2 or 4, got ", value);
@@ -84,6 +88,7 @@ detail::CbsrParams cbsr_params(const Schedule& s) {
   if (auto it = s.params.find("smem_buffer"); it != s.params.end()) p.smem_buffer = it->second != 0;
   if (auto it = s.params.find("vec"); it != s.params.end()) p.vec = it->second;
   if (auto it = s.params.find("private_rows"); it != s.params.end()) p.private_rows = it->second;
+  if (auto it = s.params.find("regs"); it != s.params.end()) p.regs = it->second;
   return p;
 }
 #endif

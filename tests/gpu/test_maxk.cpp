@@ -281,13 +281,15 @@ TEST(MaxkGpu, CbsrProductsParameters) {
   // buffer-less path; warps=1 and 16 change the block shape; private_rows=0 is the forward's
   // row per warp with shared atomics, =1 forces a row per lane group even where it leaves
   // blocks of one warp; vec sets the values per lane (1 lane group of up to 32 lanes per edge
-  // when k <= 32 at vec=1, up to 8 groups at vec=4).
+  // when k <= 32 at vec=1, up to 8 groups at vec=4); regs caps the registers (blocks of at most
+  // 8 warps, so warps=16 is lowered).
   const std::vector<std::map<std::string, int64_t>> params = {
       {{"segment", 32}}, {{"smem_buffer", 0}}, {{"warps", 1}}, {{"warps", 16}, {"segment", 256}},
       {{"segment", 65536}}, {{"private_rows", 0}}, {{"private_rows", 0}, {"segment", 32}},
       {{"vec", 1}}, {{"vec", 2}, {"segment", 32}}, {{"vec", 4}},
       {{"private_rows", 1}, {"vec", 4}, {"warps", 16}}, {{"private_rows", 1}, {"vec", 1}},
-      {{"vec", 4}, {"segment", 32}, {"warps", 3}}};
+      {{"vec", 4}, {"segment", 32}, {"warps", 3}}, {{"regs", 40}}, {{"regs", 40}, {"warps", 16}},
+      {{"regs", 0}, {"segment", 32}}, {{"regs", 40}, {"private_rows", 0}}};
   for (const auto& p : params)
     for (GraphKind kind : {GraphKind::rmat, GraphKind::half_row, GraphKind::star,
                            GraphKind::empty_rows})

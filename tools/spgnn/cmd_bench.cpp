@@ -358,7 +358,7 @@ void register_bench(CLI::App& app) {
                   "auto, all, or a strategy name, optionally with parameters: "
                   "gnnone:cache_size=64,warps=8 (repeatable; see `spgnn strategies`)")
       ->capture_default_str();
-  cmd->add_option("--param", o->params, "key=value applied to every named strategy that has it (repeatable); maxk: parameters of the CBSR products' gpu strategy (warps, segment, smem_buffer, vec, private_rows)");
+  cmd->add_option("--param", o->params, "key=value applied to every named strategy that has it (repeatable); maxk: parameters of the CBSR products' gpu strategy (warps, segment, smem_buffer, vec, private_rows, regs)");
   cmd->add_option("--device", o->device, "auto (GPU when present), cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Warm-up runs")->check(CLI::Range(0, 10000))->capture_default_str();
   cmd->add_option("--reps", o->reps, "Timed runs (median reported)")->check(CLI::Range(1, 100000))->capture_default_str();

@@ -25,6 +25,16 @@ constexpr int kMaxWarps = 16;
 // Shared memory one block may use for its warps' F-float row buffers; wider rows (F > 24576)
 // take the buffer-less path.
 constexpr int64_t kMaxBlockSmem = 96 * 1024;
+// Lean launches (the `regs` parameter, 40): blocks of at most 8 warps at 40 registers per thread,
+// 48 warps per SM, more rows in flight where each row is a short chain of dependent loads
+// (kron21's forward at k <= 32: 1.07-1.24x faster), at the price of some spilling (slower on
+// Reddit-like rows, and at 32 registers everywhere). Otherwise 512-thread blocks at 2 per SM,
+// i.e. at most 64 registers: with a minimum of 1 block ptxas took 69-90 registers and the
+// products ran 1.1-1.6x slower on the H100.
+constexpr int kLeanWarps = 8;
+constexpr int kLeanRegs = 40;
+constexpr int lean_min_blocks(int regs) { return regs == kLeanRegs ? 6 : 2; }
+constexpr int lean_threads(int regs) { return regs ? kLeanWarps * 32 : kMaxWarps * 32; }
 // Edge batches: a lane group issues the loads of kUnroll edges before using any of them.
 constexpr int kUnroll = 4;
 
@@ -94,6 +104,13 @@ inline BlockShape block_shape(int64_t F, int64_t requested_warps, bool smem_buff
     b.smem_bytes = static_cast<size_t>(b.warps * row_bytes);
   }
   return b;
+}
+
+// A lean launch: at most kLeanWarps warps, the same shared memory per warp.
+inline void make_lean(BlockShape& b) {
+  if (b.warps <= kLeanWarps) return;
+  if (b.smem) b.smem_bytes = b.smem_bytes / static_cast<size_t>(b.warps) * kLeanWarps;
+  b.warps = kLeanWarps;
 }
 
 using detail::DeviceGuard;  // cuda_check.cuh

@@ -206,8 +206,8 @@ __global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
 // group per step, __syncwarp between steps, so a group's consecutive edges never race either),
 // and the warp adds the G rows at the end. (Giving each group a segment of its own, as MaxK-GNN's
 // edge groups do, lost on every graph of the suite: see docs/GPU_NOTES.md.)
-template <class I, class IdxT, int V>
-__global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
+template <class I, class IdxT, int V, int kRegs>
+__global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_blocks(kRegs))
     cbsr_spgemm_private_kernel(const SpgemmArgs<I, IdxT> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x & 31;
@@ -322,13 +322,15 @@ __global__ void zero_split_rows_kernel(const I* __restrict__ rows, int64_t n_spl
 enum class Form { private_rows, shared, global };
 
 template <class I, class IdxT, int V>
-void launch(Form form, const SpgemmArgs<I, IdxT>& a, const cbsr::BlockShape& bs,
+void launch(Form form, int regs, const SpgemmArgs<I, IdxT>& a, const cbsr::BlockShape& bs,
             cudaStream_t st) {
   const int64_t blocks = (a.nseg + bs.warps - 1) / bs.warps;
   SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "cbsr_spgemm: graph too large for one grid");
-  auto kernel = form == Form::private_rows ? cbsr_spgemm_private_kernel<I, IdxT, V>
-                : form == Form::shared     ? cbsr_spgemm_kernel<I, IdxT, V, true>
-                                           : cbsr_spgemm_kernel<I, IdxT, V, false>;
+  auto kernel = form == Form::private_rows
+                    ? (regs ? cbsr_spgemm_private_kernel<I, IdxT, V, cbsr::kLeanRegs>
+                            : cbsr_spgemm_private_kernel<I, IdxT, V, 0>)
+                : form == Form::shared ? cbsr_spgemm_kernel<I, IdxT, V, true>
+                                       : cbsr_spgemm_kernel<I, IdxT, V, false>;
   const size_t smem = form == Form::global ? 0 : bs.smem_bytes;
   cbsr::allow_smem(kernel, smem);
   kernel<<<static_cast<unsigned>(blocks), bs.warps * 32, smem, st>>>(a);
@@ -394,10 +396,16 @@ void run(const Graph& g, const float* w, const Cbsr& x, Tensor& out, const CbsrP
     SPGNN_CUDA_CHECK_LAUNCH();
   }
   if (a.nseg == 0) return;
+  // Short rows with scalar lanes: the lean launch (more warps per SM; see cbsr_common.cuh).
+  const bool lean_default = avg_degree < 64.0 && geo.V == 1;
+  const int regs = form == Form::private_rows && (prm.regs > 0 || (prm.regs < 0 && lean_default))
+                       ? cbsr::kLeanRegs
+                       : 0;
+  if (regs) cbsr::make_lean(bs);
   switch (geo.V) {
-    case 4: launch<I, IdxT, 4>(form, a, bs, st); break;
-    case 2: launch<I, IdxT, 2>(form, a, bs, st); break;
-    default: launch<I, IdxT, 1>(form, a, bs, st); break;
+    case 4: launch<I, IdxT, 4>(form, regs, a, bs, st); break;
+    case 2: launch<I, IdxT, 2>(form, regs, a, bs, st); break;
+    default: launch<I, IdxT, 1>(form, regs, a, bs, st); break;
   }
 }
 

@@ -45,8 +45,8 @@ struct SspmmArgs {
 };
 
 // kSmem: the staged row lives in shared memory (else the gathers read d_out).
-template <class I, class IdxT, int V, bool kSmem>
-__global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
+template <class I, class IdxT, int V, bool kSmem, int kRegs>
+__global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_blocks(kRegs))
     cbsr_sspmm_kernel(const SspmmArgs<I, IdxT> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x & 31;
@@ -121,11 +121,13 @@ __global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
 }
 
 template <class I, class IdxT, int V>
-void launch(bool smem, const SspmmArgs<I, IdxT>& a, const cbsr::BlockShape& bs,
+void launch(bool smem, int regs, const SspmmArgs<I, IdxT>& a, const cbsr::BlockShape& bs,
             cudaStream_t st) {
   const int64_t blocks = (a.nseg + bs.warps - 1) / bs.warps;
   SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "cbsr_sspmm: graph too large for one grid");
-  auto kernel = smem ? cbsr_sspmm_kernel<I, IdxT, V, true> : cbsr_sspmm_kernel<I, IdxT, V, false>;
+  auto kernel = !smem  ? cbsr_sspmm_kernel<I, IdxT, V, false, 0>
+                : regs ? cbsr_sspmm_kernel<I, IdxT, V, true, cbsr::kLeanRegs>
+                       : cbsr_sspmm_kernel<I, IdxT, V, true, 0>;
   const size_t bytes = smem ? bs.smem_bytes : 0;
   cbsr::allow_smem(kernel, bytes);
   kernel<<<static_cast<unsigned>(blocks), bs.warps * 32, bytes, st>>>(a);
@@ -163,11 +165,13 @@ void run(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Ten
   a.passes = geo.passes;
   a.row_bytes = static_cast<int>((x.F * 4 + 15) / 16 * 16);
   a.vec4_in = x.F % 4 == 0 && cbsr::aligned_to(a.d_out, 16);
-  const cbsr::BlockShape bs = cbsr::block_shape(x.F, prm.warps, prm.smem_buffer);
+  cbsr::BlockShape bs = cbsr::block_shape(x.F, prm.warps, prm.smem_buffer);
+  const int regs = bs.smem && prm.regs > 0 ? cbsr::kLeanRegs : 0;  // never better by default
+  if (regs) cbsr::make_lean(bs);
   switch (geo.V) {
-    case 4: launch<I, IdxT, 4>(bs.smem, a, bs, st); break;
-    case 2: launch<I, IdxT, 2>(bs.smem, a, bs, st); break;
-    default: launch<I, IdxT, 1>(bs.smem, a, bs, st); break;
+    case 4: launch<I, IdxT, 4>(bs.smem, regs, a, bs, st); break;
+    case 2: launch<I, IdxT, 2>(bs.smem, regs, a, bs, st); break;
+    default: launch<I, IdxT, 1>(bs.smem, regs, a, bs, st); break;
   }
 }
 

@@ -20,6 +20,9 @@ struct CbsrParams {
   int64_t vec = 0;            // values per lane and load (1, 2, 4); 0: the op's default
   int64_t private_rows = -1;  // forward: 1 = one shared-memory row per lane group, plain adds;
                               // 0 = one row per warp, shared-memory atomics; -1: default (1)
+  int64_t regs = -1;          // 40: blocks of <= 8 warps at 40 registers per thread (48 warps per
+                              // SM); 0 = up to 64; -1: default (40 for the forward on short rows
+                              // with scalar lanes)
 };
 
 // Top-k of each row of x [n, F] (f32, CUDA) into data [n, k] f32 and index [n, k] (u8 / u16).
