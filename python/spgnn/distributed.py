@@ -277,10 +277,11 @@ class DistGraph(Graph):
     normalisation uses the whole graph's in-degrees (the halo's are fetched once). Caller-given
     edge weights are not supported; the partition's own edge weights are used.
 
-    With ``overlap`` (the default), sum and mean aggregations (GCN, SAGE sum/mean, GIN) hide
+    With ``overlap`` (the default), sum, mean, max and min aggregations (GCN, SAGE, GIN) hide
     the exchange behind the edges whose sources are owned: the exchange starts, the owned-source
-    edges aggregate while it runs, then the halo-source edges add their part (and the reverse
-    in the backward). Max/min and GAT exchange first, then aggregate.
+    edges aggregate while it runs, then the halo-source edges add their part, or for max/min
+    replace the owned part where theirs is larger/smaller (and the reverse in the backward).
+    GAT exchanges first, then aggregates.
 
     With ``stale`` (PipeGCN) every layer's training step reads the previous step's halo rows and
     gradients while this step's travel in the background (call ``begin_step()`` before each
@@ -321,12 +322,16 @@ class DistGraph(Graph):
         return self.halo(x_owned)
 
     def aggregate(self, x_owned: Tensor, kind: str) -> Tensor:
-        """The sum aggregation of ``kind`` over the local graph with the exchange overlapped
-        (see the class): ``sum`` (the edge pattern), ``weighted`` (the part's edge weights),
-        ``mean``, or a GCN normalisation (``gcn``, ``gcn_improved``, ``gcn_noloops``)."""
+        """The aggregation of ``kind`` over the local graph with the exchange overlapped (see
+        the class): sums over ``sum`` (the edge pattern), ``weighted`` (the part's edge
+        weights), ``mean``, or a GCN normalisation (``gcn``, ``gcn_improved``,
+        ``gcn_noloops``); or ``max`` / ``min`` over the edge pattern."""
         if x_owned.shape[0] != self.num_owned:
             raise ValueError(f"x has {x_owned.shape[0]} rows, the part owns {self.num_owned} "
                              "vertices")
+        if kind in ("max", "min"):
+            inner, boundary = self._split("sum")
+            return _OverlappedExtreme.apply(x_owned.contiguous(), self, inner, boundary, kind)
         inner, boundary = self._split(kind)
         return _Overlapped.apply(x_owned.contiguous(), self, inner, boundary)
 
@@ -467,6 +472,57 @@ class _Overlapped(torch.autograd.Function):
         ex._wait(work, grad.device)
         ex._add_back(g_owned, back)
         return g_owned, None, None, None
+
+
+class _OverlappedExtreme(torch.autograd.Function):
+    """max/min over the local graph, the exchange of x_halo overlapped with the owned-source
+    edges' reduction: each output then keeps the halo block's value where that block has edges
+    and its value is strictly larger (max) / smaller (min), else the owned block's (so a tie
+    goes to the owned source, which the local graph lists first, and a row without edges keeps
+    0). Backward: each output's gradient goes to the source it came from; the halo sources'
+    part travels back to the owners while the owned part is scattered."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, g: "DistGraph", inner: Graph, boundary: Graph,
+                reduce: str) -> Tensor:
+        ex = g.halo
+        halo = x.new_empty((ex.num_halo,) + tuple(x.shape[1:]))
+        send = x.index_select(0, ex._send_ids_on(x.device)).contiguous()
+        work = ex._all_to_all(halo, send, ex.halo_counts, ex.send_counts, async_op=True)
+        n = g.num_owned
+        out, arg_o, _ = _ops.gspmm_arg(inner.handle(), "copy_u", reduce, x, None, n, "")
+        ex._wait(work, x.device)
+        take = torch.zeros_like(arg_o, dtype=torch.bool)
+        arg_h = arg_o
+        if boundary.num_edges:
+            out_h, arg_h, _ = _ops.gspmm_arg(boundary.handle(), "copy_u", reduce, halo, None, n,
+                                             "")
+            better = out_h > out if reduce == "max" else out_h < out
+            take = (arg_h >= 0) & ((arg_o < 0) | better)
+            out = torch.where(take, out_h, out)
+        ctx.g, ctx.halo_edges = g, bool(boundary.num_edges)
+        ctx.save_for_backward(arg_o, arg_h, take)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        g = ctx.g
+        ex = g.halo
+        arg_o, arg_h, take = ctx.saved_tensors
+        grad = grad.contiguous()
+        zero = grad.new_zeros(())
+        shape = tuple(grad.shape[1:])
+        g_halo = grad.new_zeros((ex.num_halo,) + shape)
+        if ctx.halo_edges:
+            g_halo.scatter_add_(0, arg_h.clamp(min=0), torch.where(take, grad, zero))
+        back = grad.new_empty((ex.num_send,) + shape)
+        work = ex._all_to_all(back, g_halo, ex.send_counts, ex.halo_counts, async_op=True)
+        keep = (arg_o >= 0) & ~take
+        g_owned = grad.new_zeros((g.num_owned,) + shape)
+        g_owned.scatter_add_(0, arg_o.clamp(min=0), torch.where(keep, grad, zero))
+        ex._wait(work, grad.device)
+        ex._add_back(g_owned, back)
+        return g_owned, None, None, None, None
 
 
 def all_reduce_gradients(params: Union[torch.nn.Module, Iterable[Tensor]],

@@ -234,6 +234,7 @@ MODELS = {
     "sage_sum": lambda: _Two(snn.SAGEConv(12, 16, aggr="sum"), snn.SAGEConv(16, 5, aggr="sum")),
     "sage_max": lambda: _Two(snn.SAGEConv(12, 16, aggr="max"),
                              snn.SAGEConv(16, 5, aggr="max", normalize=True)),
+    "sage_min": lambda: _Two(snn.SAGEConv(12, 16, aggr="min"), snn.SAGEConv(16, 5, aggr="min")),
     "sage_maxk": lambda: _Two(snn.SAGEConv(12, 16), snn.SAGEConv(16, 5), snn.MaxK(4)),
     "gin": lambda: _Two(_gin(12, 16), _gin(16, 5, train_eps=True)),
     "gat": lambda: _Two(snn.GATConv(12, 8, heads=2), snn.GATConv(16, 5)),

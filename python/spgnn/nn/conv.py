@@ -125,7 +125,8 @@ def _sources(edge_index, t: Tensor) -> Tensor:
 
 
 def _overlapped(edge_index) -> bool:
-    """A DistGraph that hides its exchange behind the owned-source edges (sum and mean)."""
+    """A DistGraph that hides its exchange behind the owned-source edges (sum, mean, max and
+    min aggregations)."""
     return isinstance(edge_index, DistGraph) and edge_index.overlap
 
 
@@ -247,7 +248,7 @@ def _aggr_name(aggr, cls) -> str:
 
 
 def _aggregate(edge_index, reduce: str, x: Tensor, n: int) -> Tensor:
-    if reduce in ("sum", "mean") and _overlapped(edge_index):
+    if reduce in ("sum", "mean", "max", "min") and _overlapped(edge_index):
         return edge_index.aggregate(x, reduce)
     h = resolve(edge_index, n)
     x = _sources(edge_index, x)
