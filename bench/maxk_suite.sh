@@ -8,7 +8,10 @@
 #   SPGNN=build/spgnn  GRAPHS_DIR=/tmp/spgnn-graphs  RESULTS=build/bench-maxk  REPS=20
 #   MAXK_GRAPHS="name spec [--symmetrize];..." replaces the graph list (e.g. small ones to try it)
 #   MAXK_PARAMS="default;private_rows=0;vec=4,warps=16" also times the CBSR products with these
-#   gpu parameters (comma-separated key=value per variant; "default" = no --param), one row each
+#   gpu parameters (comma-separated key=value per variant; "default" = no --param), one row each;
+#   the variant "tuned" first runs `spgnn tune --op cbsr_spgemm|cbsr_sspmm` for each k (budget
+#   TUNE_BUDGET seconds per case, default 60; cache in RESULTS/tune-cache) and then times `auto`,
+#   which runs the tuned schedules. The other variants ignore any tuning cache.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 RESULTS="${RESULTS:-${OUT:-$ROOT/build}/bench-maxk}"
@@ -37,13 +40,24 @@ for spec in "${specs[@]}"; do
   IFS=';' read -ra variants <<<"${MAXK_PARAMS:-default}"
   for v in "${variants[@]}"; do
     args=()
-    if [ "$v" != default ]; then
+    cache_env=(SPGNN_TUNING_CACHE=off)
+    if [ "$v" = tuned ]; then
+      cache_env=(SPGNN_CACHE_DIR="$RESULTS/tune-cache")
+      for k in 16 32 64; do
+        for op in cbsr_spgemm cbsr_sspmm; do
+          echo "== tune $op on $name, k = $k"
+          "$SPGNN" tune --graph "$file" --name "$name" --op "$op" --k "$k" --dim 256 \
+            --budget "${TUNE_BUDGET:-60}" --cache "$RESULTS/tune-cache/" || status=1
+        done
+      done
+    elif [ "$v" != default ]; then
       IFS=',' read -ra kv <<<"$v"
       for p in "${kv[@]}"; do args+=(--param "$p"); done
     fi
     echo "== maxk on $name ($g $flag) [$v]"
-    "$SPGNN" bench maxk --graph "$file" --name "$name" --dim 256 --k 16,32,64 --reps "$REPS" \
-      "${args[@]}" --format json > "$RESULTS/maxk-$name-$v.json.tmp" || status=1
+    env "${cache_env[@]}" "$SPGNN" bench maxk --graph "$file" --name "$name" --dim 256 \
+      --k 16,32,64 --reps "$REPS" "${args[@]}" --format json \
+      > "$RESULTS/maxk-$name-$v.json.tmp" || status=1
     # the variant travels in the JSON rows, for the summary
     python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [x.__setitem__("variant", sys.argv[2]) for x in r]; json.dump(r, open(sys.argv[3], "w"))' \
       "$RESULTS/maxk-$name-$v.json.tmp" "$v" "$RESULTS/maxk-$name-$v.json" || status=1

@@ -364,12 +364,14 @@ TEST(MaxkCpu, BadArguments) {
         o.schedule.params["segment"] = 100;
         cbsr_spgemm(g, c, Tensor(), out, o);
       },
-      "power of two");
+      "gpu.segment=100 is out of range; legal values: 32, 64, 128");
+  // The products' parameters are the registry's (OpKind::cbsr_*), checked in every build.
   for (const auto& [key, value, why] :
        std::vector<std::tuple<std::string, int64_t, std::string>>{
-           {"vec", 3, "gpu.vec must be 1, 2 or 4, got 3"},
-           {"private_rows", 2, "gpu.private_rows must be 0 or 1, got 2"},
-           {"regs", 32, "gpu.regs must be 0 or 40, got 32"},
+           {"vec", 3, "cbsr_sspmm: parameter gpu.vec=3 is out of range; legal values: 1, 2, 4"},
+           {"private_rows", 2, "gpu.private_rows=2 is out of range; legal values: 0, 1"},
+           {"regs", 32, "gpu.regs=32 is out of range; legal values: 0, 40"},
+           {"warps", 3, "gpu.warps=3 is out of range; legal values: 1, 2, 4, 8, 16"},
            {"lanes", 4, "has no parameter 'lanes'"}})
     expect_error<InvalidArgument>(
         [&, key = key, value = value] {

@@ -249,6 +249,75 @@ TEST_F(Tune, CudaValidityRulesMirrorTheLaunchers) {
   EXPECT_NE(shs(4, 4).find("idle"), std::string::npos);  // F = 4 is one float4 per edge
 }
 
+// The CBSR products' GPU parameters (MaxK-GNN's SpGEMM and SSpMM; issue 14): the rules find the
+// combinations that the launchers turn into one another, from the graph's degrees, k and F.
+TEST_F(Tune, CbsrValidityRulesMirrorTheLaunchers) {
+  auto rule = [](OpKind op, std::map<std::string, int64_t> p, int64_t k, int64_t F, double avg,
+                 int64_t max_deg) {
+    const StrategyInfo info{"gpu", op, DeviceType::cuda, "", detail::cbsr_gpu_params(op)};
+    return detail::validate_cbsr(info, Schedule{"gpu", std::move(p)}, op, k, F, avg, max_deg);
+  };
+  const OpKind fwd = OpKind::cbsr_spgemm, bwd = OpKind::cbsr_sspmm;
+  auto full = [](int64_t warps, int64_t segment, int64_t vec, int64_t pr, int64_t regs) {
+    return std::map<std::string, int64_t>{{"warps", warps}, {"segment", segment}, {"vec", vec},
+                                          {"private_rows", pr}, {"regs", regs}};
+  };
+  auto same_as = [](const std::string& why, const std::string& what) {
+    return why.rfind("same as " + what + " (", 0) == 0;
+  };
+  // kron21-like rows (average 16, hub 1000), k = 32 of F = 256: private rows, 4 lane groups.
+  EXPECT_EQ(rule(fwd, full(8, 64, 4, 1, 0), 32, 256, 16, 1000), "");
+  EXPECT_EQ(rule(fwd, full(8, 64, 1, 1, 40), 32, 256, 16, 1000), "");
+  EXPECT_EQ(rule(fwd, {}, 32, 256, 16, 1000), "");  // unset = the launcher's choice
+  // k = 6 has no float4 lanes: vec = 4 runs vec = 2.
+  EXPECT_TRUE(same_as(rule(fwd, full(8, 64, 4, 1, 0), 6, 256, 16, 1000), "vec=2"));
+  EXPECT_EQ(rule(fwd, full(8, 64, 2, 1, 0), 6, 256, 16, 1000), "");
+  // Rows of at most 100 edges: segments of 128 and longer split nothing.
+  EXPECT_EQ(rule(fwd, full(8, 64, 4, 1, 0), 32, 256, 50, 100), "");
+  EXPECT_EQ(rule(fwd, full(8, 128, 4, 1, 0), 32, 256, 50, 100), "");
+  EXPECT_TRUE(same_as(rule(fwd, full(8, 4096, 4, 1, 0), 32, 256, 50, 100), "segment=128"));
+  // regs applies to the private-row form only; lean blocks have at most 8 warps.
+  EXPECT_TRUE(same_as(rule(fwd, full(8, 64, 4, 0, 40), 32, 256, 16, 1000), "regs=0"));
+  EXPECT_TRUE(same_as(rule(fwd, full(16, 64, 4, 1, 40), 32, 256, 16, 1000), "warps=8"));
+  EXPECT_EQ(rule(fwd, full(16, 64, 4, 1, 0), 32, 256, 16, 1000), "");
+  // F = 8192: 4 private rows of 32 KB do not fit a block (96 KB), one shared row per warp does,
+  // 3 of them: private_rows = 1 falls back, and 4, 8, 16 warps all run 3.
+  EXPECT_TRUE(same_as(rule(fwd, full(2, 64, 4, 1, 0), 32, 8192, 16, 1000), "private_rows=0"));
+  EXPECT_EQ(rule(fwd, full(4, 64, 4, 0, 0), 32, 8192, 16, 1000), "");
+  EXPECT_TRUE(same_as(rule(fwd, full(16, 64, 4, 0, 0), 32, 8192, 16, 1000), "warps=4"));
+  // The backward ignores private_rows; lean blocks need shared-memory rows.
+  EXPECT_TRUE(same_as(rule(bwd, full(8, 64, 4, 1, 0), 32, 256, 16, 1000), "private_rows=0"));
+  auto no_smem = full(8, 64, 4, 0, 40);
+  no_smem["smem_buffer"] = 0;
+  EXPECT_TRUE(same_as(rule(bwd, no_smem, 32, 256, 16, 1000), "regs=0"));
+  EXPECT_EQ(rule(bwd, full(8, 64, 4, 0, 40), 32, 256, 16, 1000), "");
+
+  // The declared space: private_rows is tuned in the forward only, smem_buffer never.
+  for (OpKind op : {fwd, bwd}) {
+    std::vector<tune::SpaceStrategy> strategies{{"gpu", {}}};
+    for (const auto& spec : detail::cbsr_gpu_params(op))
+      if (spec.tunable) strategies[0].params.push_back(spec);
+    EXPECT_EQ(strategies[0].params.size(), op == fwd ? 5u : 4u);
+    const tune::Space space(op, strategies, [&](const Schedule& s) {
+      return detail::validate_cbsr(StrategyInfo{"gpu", op, DeviceType::cuda, "",
+                                                detail::cbsr_gpu_params(op)},
+                                   s, op, 32, 256, 490, 600);
+    });
+    // Reddit-like rows (490 on average, at most 600): segments from 1024 on are one.
+    EXPECT_EQ(space.size(), op == fwd ? 5u * 12 * 3 * 2 * 2 : 5u * 12 * 3 * 2);
+    EXPECT_LT(space.valid_count(), space.size() / 2);
+    EXPECT_GT(space.valid_count(), 20u);
+    for (size_t i = 0; i < space.size(); ++i) {
+      if (space.valid(i)) {
+        EXPECT_LE(space.schedule(i).params.at("segment"), 1024);
+        continue;
+      }
+      EXPECT_EQ(space.invalid_reason(i).rfind("same as ", 0), 0u) << space.invalid_reason(i);
+      EXPECT_TRUE(space.nearest_valid(i).has_value());
+    }
+  }
+}
+
 // ---- search core (synthetic landscapes, no timing) ---------------------------------------------
 
 // Strategy "a": x, y in 0..7 and z in 0..3 (256 points, defaults 0, 0, 0), invalid where
@@ -695,6 +764,67 @@ TEST_F(Tune, TuneSpmmOnTheCpuStoresResultAndMeasurements) {
   EXPECT_THROW(parse_tune_mode("annealing"), InvalidArgument);
 }
 
+// The CBSR products tune like SpMM: on the CPU the space is the one OpenMP kernel, the result is
+// stored under its own key (op, k, weighted, F), no timing trains a cost model, and `auto` of
+// the op runs what the cache holds.
+TEST_F(Tune, TuneCbsrOnTheCpuStoresAndAutoRunsTheEntry) {
+  const Graph g = rmat_graph(9, 4, seed_for(31));
+  TuneOptions o;
+  o.cache_path = dir_.string();
+  o.reps = 2;
+  for (OpKind op : {OpKind::cbsr_spgemm, OpKind::cbsr_sspmm}) {
+    const TuneResult r = tune_cbsr(g, op, 4, 16, true, o);
+    EXPECT_EQ(r.best.str(), "cpu");
+    EXPECT_EQ(r.heuristic.str(), "cpu");
+    EXPECT_TRUE(r.stored);
+    EXPECT_EQ(r.space_size, 1u);
+    EXPECT_EQ(r.key.rfind(std::string(op_kind_name(op)) + "|k=4/e|F=16|f32/", 0), 0u) << r.key;
+    EXPECT_EQ(r.key, cbsr_tuning_key(g, op, 4, 16, true));
+    const TuneSpace sp = cbsr_tune_space(g, op, 4, 16, true);
+    ASSERT_EQ(sp.strategies.size(), 1u);
+    EXPECT_EQ(sp.strategies[0].strategy, "cpu");
+  }
+  EXPECT_NE(cbsr_tuning_key(g, OpKind::cbsr_spgemm, 4, 16, false),
+            cbsr_tuning_key(g, OpKind::cbsr_spgemm, 4, 16, true));
+  EXPECT_NE(cbsr_tuning_key(g, OpKind::cbsr_spgemm, 8, 16, true),
+            cbsr_tuning_key(g, OpKind::cbsr_spgemm, 4, 16, true));
+  EXPECT_EQ(tune::load_measurements(tune::resolve_cache_file(o.cache_path)).size(), 0u);
+  EXPECT_EQ(tuning_cache_entries(tune::resolve_cache_file(o.cache_path)).size(), 2u);
+  EXPECT_THROW(tune_cbsr(g, OpKind::cbsr_spgemm, 0, 16, true, o), InvalidArgument);
+  EXPECT_THROW(tune_cbsr(g, OpKind::cbsr_spgemm, 17, 16, true, o), InvalidArgument);
+  EXPECT_THROW(tune_cbsr(g, OpKind::spmm, 4, 16, true, o), InvalidArgument);
+  EXPECT_THROW(cbsr_tune_space(g, OpKind::sddmm, 4, 16, true), InvalidArgument);
+
+  // `auto` follows an entry: cpu_ref (float64 accumulation) is told apart from cpu by its bits.
+  set_tuning_cache_path(dir_.string());
+  const Cbsr x = maxk(test::random_tensor({g.n_cols, 16}, seed_for(32)), 4);
+  const Tensor e = test::random_tensor({g.nnz()}, seed_for(33), 0.5f, 1.5f);
+  Tensor with_cpu, with_ref, with_auto;
+  OpOptions cpu, ref;
+  cpu.schedule.strategy = "cpu";
+  ref.schedule.strategy = "cpu_ref";
+  cbsr_spgemm(g, x, e, with_cpu, cpu);
+  cbsr_spgemm(g, x, e, with_ref, ref);
+  ASSERT_NE(with_cpu.to_vector<float>(), with_ref.to_vector<float>());
+  cbsr_spgemm(g, x, e, with_auto);
+  EXPECT_EQ(with_auto.to_vector<float>(), with_cpu.to_vector<float>());
+  TuningCacheEntry entry = sample_entry(cbsr_tuning_key(g, OpKind::cbsr_spgemm, 4, 16, true));
+  entry.schedule = Schedule{"cpu_ref", {}};
+  tuning_cache_store(entry);
+  cbsr_spgemm(g, x, e, with_auto);
+  EXPECT_EQ(with_auto.to_vector<float>(), with_ref.to_vector<float>());
+  // Without edge values it is another problem, and an entry that does not validate is skipped.
+  ASSERT_FALSE(g.has_values());
+  Tensor unweighted_cpu;
+  cbsr_spgemm(g, x, Tensor(), unweighted_cpu, cpu);
+  cbsr_spgemm(g, x, Tensor(), with_auto);
+  EXPECT_EQ(with_auto.to_vector<float>(), unweighted_cpu.to_vector<float>());
+  entry.schedule = Schedule{"cpu", {{"warps", 4}}};
+  tuning_cache_store(entry);
+  cbsr_spgemm(g, x, e, with_auto);
+  EXPECT_EQ(with_auto.to_vector<float>(), with_cpu.to_vector<float>());
+}
+
 TEST_F(Tune, AutoUsesAValidCachedScheduleAndFallsBackOtherwise) {
   const Graph g = rmat_graph(9, 4, seed_for(5));
   const int64_t F = 12;
@@ -808,6 +938,18 @@ TEST_F(Tune, CliTunesListsShowsAndRejectsBadFlags) {
   EXPECT_EQ(sj[0]["size"], 16);
   EXPECT_LE(sj[0]["valid"].get<int>(), 16);
 
+  auto cb = run_cli("tune -g rmat:8:4:1 --op cbsr_sspmm --k 4 --dim 16 --device cpu --reps 1"
+                    " --format json" + cache);
+  ASSERT_EQ(cb.code, 0) << cb.out;
+  const json cj = json::parse(cb.out);
+  EXPECT_EQ(cj[0]["best"]["schedule"], "cpu");
+  EXPECT_EQ(cj[0]["baseline"]["strategy"], "cpu");
+  EXPECT_EQ(cj[0]["sub_op"], "k=4 weighted");
+  auto cspace = run_cli("tune -g rmat:8:4:1 --op cbsr_spgemm --k 4 --dim 16 --device cpu"
+                        " --list-space --no-weights");
+  ASSERT_EQ(cspace.code, 0) << cspace.out;
+  EXPECT_NE(cspace.out.find("k=4 unweighted"), std::string::npos) << cspace.out;
+
   auto fit = run_cli("tune --fit-model --cache " + path("empty/"));
   EXPECT_EQ(fit.code, 2) << fit.out;
   EXPECT_NE(fit.out.find("no measurements"), std::string::npos) << fit.out;
@@ -816,8 +958,13 @@ TEST_F(Tune, CliTunesListsShowsAndRejectsBadFlags) {
       {"--op spmm --dim 8 --budget -1", "--budget must be >= 0"},
       {"--op spmm --dim 8 --min-timed-ms -2", "--min-timed-ms must be a number >= 0"},
       {"--op spmm --dim 8 --mode annealing", "unknown tuning mode 'annealing'"},
-      {"--op spmv --dim 8", "--op must be spmm or sddmm"},
-      {"--dim 8", "--op must be spmm or sddmm (it is required)"},
+      {"--op spmv --dim 8", "--op must be spmm, sddmm, cbsr_spgemm or cbsr_sspmm, got 'spmv'"},
+      {"--dim 8", "--op is required"},
+      {"--op cbsr_spgemm --dim 8", "--k is required for --op cbsr_spgemm"},
+      {"--op cbsr_sspmm --dim 8 --k 0", "--k is required for --op cbsr_sspmm"},
+      {"--op cbsr_spgemm --dim 8 --dim 16 --k 9", "--k 9 exceeds --dim 8"},
+      {"--op spmm --dim 8 --k 4", "--k applies to --op cbsr_spgemm and cbsr_sspmm only"},
+      {"--op sddmm --dim 8 --no-weights", "--no-weights applies to"},
       {"--op spmm --dim 0", "--dim must be in 1..65536, got 0"},
       {"--op spmm", "--dim is required"},
       {"--op spmm --dim 8 --top 50", "--top must be in 5..20"},

@@ -10,8 +10,13 @@
 
 namespace spgnn {
 
-enum class OpKind : uint8_t { spmm, sddmm };
+// The CBSR products of MaxK-GNN (cbsr_spgemm, cbsr_sspmm in ops.hpp) are op kinds too: their
+// GPU kernel's parameters are declared here like the SpMM/SDDMM strategies', and the autotuner
+// covers them (tune_cbsr in tune.hpp).
+enum class OpKind : uint8_t { spmm, sddmm, cbsr_spgemm, cbsr_sspmm };
 const char* op_kind_name(OpKind k);
+// "spmm", "sddmm", "cbsr_spgemm" or "cbsr_sspmm"; InvalidArgument names the legal values.
+OpKind parse_op_kind(const std::string& s);
 
 struct Schedule {
   std::string strategy = "auto";

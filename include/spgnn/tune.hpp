@@ -84,6 +84,13 @@ TuneResult tune_spmm(const Graph& g, SpmmOp op, Reduce reduce, int64_t F,
 TuneResult tune_sddmm(const Graph& g, SddmmOp op, Target lhs_target, Target rhs_target, int64_t F,
                       const TuneOptions& options = {});
 
+// The CBSR products of MaxK-GNN (op = OpKind::cbsr_spgemm or cbsr_sspmm): the GPU kernel's
+// parameters for a graph, k kept values of F, with edge values (weighted: a layer's normalised
+// graph) or without, timed on the tuner's own random rows selected by maxk. `auto` of
+// cbsr_spgemm / cbsr_sspmm then runs the stored schedule (float32 problems). 1 <= k <= F <= 65536.
+TuneResult tune_cbsr(const Graph& g, OpKind op, int64_t k, int64_t F, bool weighted,
+                     const TuneOptions& options = {});
+
 // The search space of a problem without timing anything: per supporting strategy (never
 // cpu_ref) the cartesian product of its tunable parameters' values, and how many pass validity.
 struct TuneSpaceStrategy {
@@ -100,6 +107,7 @@ TuneSpace spmm_tune_space(const Graph& g, SpmmOp op, Reduce reduce, int64_t F,
                           bool wide_e = false);
 TuneSpace sddmm_tune_space(const Graph& g, SddmmOp op, Target lhs_target, Target rhs_target,
                            int64_t F);
+TuneSpace cbsr_tune_space(const Graph& g, OpKind op, int64_t k, int64_t F, bool weighted);
 
 // ---- graph fingerprint and tuning cache ----------------------------------------------------------
 // n_rows, n_cols, nnz, index dtype and a 64-bit hash of rowptr plus a strided sample of at most
@@ -124,6 +132,7 @@ std::string spmm_tuning_key(const Graph& g, SpmmOp op, Reduce reduce, int64_t F,
                             bool wide_e = false);
 std::string sddmm_tuning_key(const Graph& g, SddmmOp op, Target lhs_target, Target rhs_target,
                              int64_t F);
+std::string cbsr_tuning_key(const Graph& g, OpKind op, int64_t k, int64_t F, bool weighted);
 
 struct TuningCacheEntry {
   std::string key;

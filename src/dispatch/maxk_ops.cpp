@@ -1,22 +1,20 @@
 // The front door of the MaxK-GNN ops (maxk, maxk_backward, cbsr_spgemm, cbsr_sspmm): every
 // argument is checked here, outputs are allocated, and the work goes to one backend.
 //
-// OpOptions.schedule.strategy picks the backend (these ops are not in the SpMM/SDDMM registry:
-// each has one kernel per device, so there is nothing for `auto` to choose between):
-//   auto     the data's device: gpu for CUDA tensors, cpu for host tensors
+// OpOptions.schedule.strategy picks the backend (one kernel per device):
+//   auto     the data's device: gpu for CUDA tensors (the CBSR products: with the tuned
+//            parameters from the tuning cache when it has the problem), cpu for host tensors
 //   cpu_ref  serial float64-accumulating reference (the test oracle)
 //   cpu      OpenMP
 //   gpu      CUDA kernels (maxk.cu, cbsr_spgemm.cu, cbsr_sspmm.cu)
-// Only `gpu` takes parameters, and only the CBSR products read them:
-//   warps (1..16), segment (edges per warp segment, a power of two in 32..65536),
-//   smem_buffer (0/1), vec (values per lane and load: 1, 2 or 4), private_rows (0/1, the
-//   forward's accumulation: a shared-memory row per lane group with plain adds, or one row per
-//   warp with shared atomics), regs (0 or 40: 40 registers per thread in blocks of <= 8 warps).
-//   See src/kernels/cuda/maxk_kernels.hpp.
+// Only the CBSR products' `gpu` takes parameters, declared in the registry (OpKind::cbsr_spgemm
+// and cbsr_sspmm in src/dispatch/registry.cpp: warps, segment, vec, private_rows, regs,
+// smem_buffer), which `spgnn tune --op cbsr_spgemm|cbsr_sspmm` searches.
 #include <cstdint>
 #include <string>
 
 #include "dispatch/half.hpp"
+#include "dispatch/registry.hpp"
 #include "kernels/cpu/maxk_cpu.hpp"
 #include "dispatch/problem.hpp"
 #include "spgnn/ops.hpp"
@@ -33,7 +31,12 @@ constexpr int64_t kMaxF = int64_t{1} << 16;
 
 enum class Backend { cpu_ref, cpu, gpu };
 
-Backend pick_backend(const OpOptions& options, Device data_device, const char* op) {
+// prod: the CBSR product's shape (nullptr for maxk and maxk_backward, which take no
+// parameters). Its `gpu` parameters are checked against the registry's declaration, and `auto`
+// on a GPU takes a tuned schedule from the tuning cache when there is one. `run` receives the
+// schedule the backend runs (the caller's, or the tuned one).
+Backend pick_backend(const OpOptions& options, Device data_device, const char* op,
+                     const detail::CbsrProblem* prod = nullptr, Schedule* run = nullptr) {
   const Schedule& s = options.schedule;
   const std::string& name = s.strategy;
   Backend b;
@@ -44,38 +47,40 @@ Backend pick_backend(const OpOptions& options, Device data_device, const char* o
   else
     throw InvalidArgument(std::string(op) + ": unknown strategy '" + name +
                           "' in options.schedule; expected auto, cpu_ref, cpu or gpu");
-  for (const auto& [key, value] : s.params) {
-    const bool known = b == Backend::gpu && name == "gpu" &&
-                       (key == "warps" || key == "segment" || key == "smem_buffer" ||
-                        key == "vec" || key == "private_rows" || key == "regs");
-    SPGNN_CHECK(known, InvalidArgument, op, ": strategy '", name, "' has no parameter '", key,
-                "' (only 'gpu' takes parameters: warps, segment, smem_buffer, vec, "
-                "private_rows, regs)");
-    if (key == "warps")
-      SPGNN_CHECK(value >= 1 && value <= 16, InvalidArgument, op,
-                  ": parameter gpu.warps must be in 1..16, got ", value);
-    if (key == "segment")
-      SPGNN_CHECK(value >= 32 && value <= 65536 && (value & (value - 1)) == 0, InvalidArgument,
-                  op, ": parameter gpu.segment must be a power of two in 32..65536, got ", value);
-    if (key == "smem_buffer" || key == "private_rows")
-      SPGNN_CHECK(value == 0 || value == 1, InvalidArgument, op, ": parameter gpu.", key,
-                  " must be 0 or 1, got ", value);
-    if (key == "regs")
-      SPGNN_CHECK(value == 0 || value == 40, InvalidArgument, op,
-                  ": parameter gpu.regs must be 0 or 40, got ", value);
-    if (key == "vec")
-      SPGNN_CHECK(value == 1 || value == 2 || value == 4, InvalidArgument, op,
-                  ": parameter gpu.vec must be 1, 2 or 4, got ", value);
+  if (!prod) {
+    for (const auto& [key, value] : s.params)
+      throw InvalidArgument(std::string(op) + ": strategy '" + name + "' has no parameter '" +
+                            key + "' (" + op + " takes none; the CBSR products' 'gpu' does)");
+  } else if (name != "auto") {
+    try {
+      if (name == "gpu" && !SPGNN_WITH_CUDA)  // not registered: check against the declaration
+        detail::check_params(StrategyInfo{"gpu", prod->op, DeviceType::cuda, "",
+                                          detail::cbsr_gpu_params(prod->op)},
+                             s);
+      else
+        check_schedule(prod->op, s);
+    } catch (const InvalidArgument& ex) {
+      throw InvalidArgument(std::string(op) + ": " + ex.what());
+    }
   }
   if (b == Backend::gpu) {
     SPGNN_CHECK(SPGNN_WITH_CUDA, Unsupported, op,
                 ": strategy 'gpu' needs a build with CUDA (this one has none)");
     SPGNN_CHECK(data_device.is_cuda(), Unsupported, op, ": strategy 'gpu' needs the data on a "
-                "CUDA device, but it is on ", data_device.str());
+                "CUDA device, but it is on ", data_device.str(),
+                name == "auto" ? "" : " (use auto or cpu)");
   } else {
     SPGNN_CHECK(!data_device.is_cuda(), Unsupported, op, ": strategy '", name,
                 "' runs on the CPU, but the data is on ", data_device.str(),
                 " (use auto or gpu)");
+  }
+  if (run) *run = s;
+  if (prod && name == "auto") {
+    // A tuned schedule names the data's device's kernel (the cache key holds the device), or
+    // cpu_ref; an entry that does not validate was skipped by the lookup.
+    const Schedule tuned = detail::auto_cbsr_schedule(*prod);
+    if (run) *run = tuned;
+    if (tuned.strategy == "cpu_ref") b = Backend::cpu_ref;
   }
   return b;
 }
@@ -172,6 +177,16 @@ const float* edge_weights(const Graph& g, const Tensor& e, const char* op) {
               InvalidArgument, op, ": '", arg, "' must have shape [nnz] or [nnz, 1] with nnz = ",
               g.nnz(), ", got ", w->shape_str());
   return w->data<float>();
+}
+
+detail::CbsrProblem problem_of(const Graph& g, OpKind op, const Cbsr& x, bool weighted) {
+  detail::CbsrProblem p;
+  p.g = &g;
+  p.op = op;
+  p.k = x.k;
+  p.F = x.F;
+  p.weighted = weighted;
+  return p;
 }
 
 // A CBSR operand with its values in float32 (the same index).
@@ -288,11 +303,13 @@ void cbsr_spgemm(const Graph& g, const Cbsr& x, const Tensor& e, Tensor& out,
   check_cbsr(x, "x", kOp, g.n_cols, "n_cols", g.device());
   const float* w = edge_weights(g, e, kOp);
   prepare_output(out, "out", kOp, g.n_rows, x.F, g.device());
-  const Backend b = pick_backend(options, g.device(), kOp);
+  const detail::CbsrProblem prod = problem_of(g, OpKind::cbsr_spgemm, x, w != nullptr);
+  Schedule run;
+  const Backend b = pick_backend(options, g.device(), kOp, &prod, &run);
   if (g.n_rows == 0) return;
   if (b == Backend::gpu) {
 #if SPGNN_WITH_CUDA
-    detail::cuda_cbsr_spgemm(g, w, x, out, cbsr_params(options.schedule), options.stream);
+    detail::cuda_cbsr_spgemm(g, w, x, out, cbsr_params(run), options.stream);
 #endif
   } else {
     detail::cpu_cbsr_spgemm(g, w, x, out, b == Backend::cpu_ref);
@@ -314,12 +331,13 @@ void cbsr_sspmm(const Graph& g, const Tensor& e, const Tensor& d_out, const Cbsr
   check_f32_matrix(d_out, "d_out", kOp, g.n_rows, "n_rows", x.F, "x.F", g.device());
   const float* w = edge_weights(g, e, kOp);
   prepare_output(d_data, "d_data", kOp, g.n_cols, x.k, g.device());
-  const Backend b = pick_backend(options, g.device(), kOp);
+  const detail::CbsrProblem prod = problem_of(g, OpKind::cbsr_sspmm, x, w != nullptr);
+  Schedule run;
+  const Backend b = pick_backend(options, g.device(), kOp, &prod, &run);
   if (g.n_cols == 0) return;
   if (b == Backend::gpu) {
 #if SPGNN_WITH_CUDA
-    detail::cuda_cbsr_sspmm(g, w, d_out, x, d_data, cbsr_params(options.schedule),
-                            options.stream);
+    detail::cuda_cbsr_sspmm(g, w, d_out, x, d_data, cbsr_params(run), options.stream);
 #endif
   } else {
     detail::cpu_cbsr_sspmm(g, w, d_out, x, d_data, b == Backend::cpu_ref);

@@ -31,6 +31,20 @@ Reduce parse_reduce(const std::string& s) { return parse_name<Reduce>(kReduces, 
 SddmmOp parse_sddmm_op(const std::string& s) { return parse_name<SddmmOp>(kSddmmOps, s, "sddmm op"); }
 Target parse_target(const std::string& s) { return parse_name<Target>(kTargets, s, "target"); }
 
-const char* op_kind_name(OpKind k) { return k == OpKind::spmm ? "spmm" : "sddmm"; }
+const char* op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::spmm: return "spmm";
+    case OpKind::sddmm: return "sddmm";
+    case OpKind::cbsr_spgemm: return "cbsr_spgemm";
+    case OpKind::cbsr_sspmm: return "cbsr_sspmm";
+  }
+  return "?";
+}
+
+OpKind parse_op_kind(const std::string& s) {
+  for (OpKind k : {OpKind::spmm, OpKind::sddmm, OpKind::cbsr_spgemm, OpKind::cbsr_sspmm})
+    if (s == op_kind_name(k)) return k;
+  throw InvalidArgument("unknown op '" + s + "'; expected spmm, sddmm, cbsr_spgemm or cbsr_sspmm");
+}
 
 }  // namespace spgnn

@@ -41,6 +41,18 @@ struct SddmmProblem {
   int64_t out_width() const { return op == SddmmOp::dot ? 1 : F; }
 };
 
+// A CBSR product's shape, which is all its strategies' rules and the autotuner need:
+// cbsr_spgemm (out [n_rows, F] = A * X, X = the CBSR rows [n_cols, k of F]) or cbsr_sspmm
+// (d_data [n_cols, k] = A^T * d_out sampled at X's columns).
+struct CbsrProblem {
+  const Graph* g = nullptr;
+  OpKind op = OpKind::cbsr_spgemm;
+  int64_t k = 0;           // values kept per row
+  int64_t F = 0;           // dense width
+  bool weighted = false;   // edge values e given (else every edge is 1)
+  DType dtype = DType::f32;  // of the values (the tuner measures float32)
+};
+
 // Checks that a graph handed to an op front door has its arrays, one index dtype (int32 or int64)
 // shared by row/col/rowptr, matching sizes and one device; InvalidArgument names `op` otherwise.
 void check_graph_arrays(const Graph& g, const char* op);

@@ -12,6 +12,7 @@
 
 #include <omp.h>
 
+#include "kernels/cbsr_shape.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
 #include "tune/auto_cache.hpp"
 #include "tune/device_info.hpp"
@@ -27,6 +28,12 @@ template <class P>
 std::string needs_cpu(const P& p) {
   return p.g->device().is_cuda() ? "graph and tensors are on the GPU; this strategy runs on the CPU"
                                  : "";
+}
+
+template <class P>
+std::string needs_gpu(const P& p) {
+  return p.g->device().is_cuda() ? ""
+                                 : "graph and tensors are on the CPU; this strategy runs on a GPU";
 }
 
 // The registry's validate hooks: bind a problem's sizes, the device's limits and the strategy's
@@ -57,6 +64,10 @@ std::string mergepath_valid(const SpmmProblem& p, const Schedule& s) {
 }
 std::string shuffle_valid(const SddmmProblem& p, const Schedule& s) {
   return validate_shuffle(find_strategy(OpKind::sddmm, "shuffle"), s, p.F);
+}
+std::string cbsr_valid(const CbsrProblem& p, const Schedule& s) {
+  const auto st = degree_stats(*p.g);
+  return validate_cbsr(find_strategy(p.op, "gpu"), s, p.op, p.k, p.F, st->avg, st->max_deg);
 }
 #endif
 
@@ -163,6 +174,29 @@ std::vector<SddmmEntry> make_sddmm_registry() {
   return r;
 }
 
+std::vector<CbsrEntry> make_cbsr_registry(OpKind op) {
+  const bool fwd = op == OpKind::cbsr_spgemm;
+  std::vector<CbsrEntry> r;
+  r.push_back({{"cpu_ref", op, DeviceType::cpu,
+                "serial float64-accumulating reference (the test oracle)", {}},
+               &needs_cpu<CbsrProblem>});
+  r.push_back({{"cpu", op, DeviceType::cpu,
+                fwd ? "OpenMP over the rows of A, each a dense accumulator row"
+                    : "OpenMP over the rows of A, sampled at the kept columns",
+                {}},
+               &needs_cpu<CbsrProblem>});
+#if SPGNN_WITH_CUDA
+  r.push_back({{"gpu", op, DeviceType::cuda,
+                fwd ? "MaxK-GNN row-wise SpGEMM: a warp per segment of a row's edges, lane groups "
+                      "over the kept values, shared-memory accumulation rows"
+                    : "MaxK-GNN outer-product SSpMM: a warp per segment, d_out rows staged in "
+                      "shared memory, results added to the kept values atomically",
+                cbsr_gpu_params(op)},
+               &needs_gpu<CbsrProblem>, &cbsr_valid});
+#endif
+  return r;
+}
+
 template <class Entry>
 const Entry& find_entry(const std::vector<Entry>& reg, const std::string& name, const char* op) {
   for (const auto& e : reg)
@@ -188,6 +222,43 @@ const SpmmEntry& spmm_entry(const std::string& name) {
 }
 const SddmmEntry& sddmm_entry(const std::string& name) {
   return find_entry(sddmm_registry(), name, "sddmm");
+}
+const std::vector<CbsrEntry>& cbsr_registry(OpKind op) {
+  static const std::vector<CbsrEntry> fwd = make_cbsr_registry(OpKind::cbsr_spgemm);
+  static const std::vector<CbsrEntry> bwd = make_cbsr_registry(OpKind::cbsr_sspmm);
+  SPGNN_CHECK(op == OpKind::cbsr_spgemm || op == OpKind::cbsr_sspmm, InvalidArgument,
+              "cbsr_registry: op must be cbsr_spgemm or cbsr_sspmm, got ", op_kind_name(op));
+  return op == OpKind::cbsr_spgemm ? fwd : bwd;
+}
+const CbsrEntry& cbsr_entry(OpKind op, const std::string& name) {
+  return find_entry(cbsr_registry(op), name, op_kind_name(op));
+}
+
+std::vector<ParamSpec> cbsr_gpu_params(OpKind op) {
+  const bool fwd = op == OpKind::cbsr_spgemm;
+  std::vector<int64_t> segments;
+  for (int64_t v = 32; v <= 65536; v *= 2) segments.push_back(v);
+  return {{"warps", {1, 2, 4, 8, 16}, cbsr::kDefaultWarps,
+           "warps per block; fewer when the block's shared-memory rows would pass 96 KB"},
+          {"segment", segments, 256,
+           "edges per warp segment (a longer row is split, its output combined atomically); "
+           "unset: the next power of two >= 4 x the average degree, in 64..4096"},
+          {"vec", {1, 2, 4}, 4,
+           "values per lane and load (capped by k's divisibility); unset: 4"
+           + std::string(fwd ? ", or 1 when the average degree is < 64 and k <= 32" : "")},
+          {"private_rows", {0, 1}, 1,
+           fwd ? "1 = a shared-memory row per lane group with plain adds, 0 = one row per warp "
+                 "with shared-memory atomics; unset: 1 unless blocks would drop under 4 warps"
+               : "the forward's accumulation; the backward ignores it (not tuned)",
+           fwd},
+          {"regs", {0, 40}, 0,
+           "40 = blocks of <= 8 warps at 40 registers per thread, 0 = up to 64" +
+               std::string(fwd ? "; unset: 40 with private rows on short rows (average degree "
+                                 "< 64) and scalar lanes"
+                               : "")},
+          {"smem_buffer", {0, 1}, 1,
+           "ablation (not tuned): 0 = accumulate in global memory instead of shared-memory rows",
+           false}};
 }
 
 // `auto`: the tuning cache first (src/tune/auto_cache.cpp), else a heuristic over cached graph
@@ -347,6 +418,9 @@ std::string spmm_schedule_problem(const SpmmProblem& p, const Schedule& s) {
 std::string sddmm_schedule_problem(const SddmmProblem& p, const Schedule& s) {
   return schedule_problem(sddmm_entry(s.strategy), p, s);
 }
+std::string cbsr_schedule_problem(const CbsrProblem& p, const Schedule& s) {
+  return schedule_problem(cbsr_entry(p.op, s.strategy), p, s);
+}
 
 Schedule heuristic_spmm_schedule(const SpmmProblem& p) {
   Schedule proposal{"cpu_mergepath", {}};
@@ -366,6 +440,10 @@ Schedule auto_spmm_schedule(const SpmmProblem& p) {
 Schedule auto_sddmm_schedule(const SddmmProblem& p) {
   if (auto hit = tune::cached_sddmm_schedule(p)) return *hit;
   return heuristic_sddmm_schedule(p);
+}
+Schedule auto_cbsr_schedule(const CbsrProblem& p) {
+  if (auto hit = tune::cached_cbsr_schedule(p)) return *hit;
+  return Schedule{p.g->device().is_cuda() ? "gpu" : "cpu", {}};
 }
 
 // ---- validity rules (see registry.hpp) ------------------------------------------------------
@@ -477,6 +555,93 @@ std::string validate_shuffle(const StrategyInfo& info, const Schedule& s, int64_
   if (lanes > useful)
     return "lanes=" + std::to_string(lanes) + " exceeds the " + std::to_string(nv) +
            " vector slots of F=" + std::to_string(F) + "; the extra lanes would idle";
+  return "";
+}
+
+namespace {
+// What the CBSR launchers do with a schedule (the decisions of run() in cbsr_spgemm.cu and
+// cbsr_sspmm.cu, step by step): two schedules with equal launches run the same kernel.
+struct CbsrLaunch {
+  int form = 0;         // 0 = rows in global memory, 1 = a shared row per warp, 2 = private rows
+  int V = 1;            // values per lane
+  int warps = 0;        // per block, after the shared-memory and lean caps
+  int regs = 0;         // 0 or kLeanRegs
+  int64_t segment = 0;  // edges per segment; 0 = no row is split
+  bool operator==(const CbsrLaunch& o) const {
+    return form == o.form && V == o.V && warps == o.warps && regs == o.regs &&
+           segment == o.segment;
+  }
+  std::string str() const {
+    static const char* forms[] = {"rows in global memory", "a shared-memory row per warp",
+                                  "a shared-memory row per lane group"};
+    return std::string(forms[form]) + ", " + std::to_string(V) + " values per lane, " +
+           std::to_string(warps) + " warps per block" + (regs ? ", 40 registers" : "") +
+           (segment ? ", segments of " + std::to_string(segment) : ", no row split");
+  }
+};
+
+CbsrLaunch cbsr_launch(const Schedule& s, OpKind op, int64_t k, int64_t F, double avg,
+                       int64_t max_deg) {
+  auto get = [&](const char* name, int64_t unset) {
+    auto it = s.params.find(name);
+    return it == s.params.end() ? unset : it->second;
+  };
+  const int64_t warps = get("warps", 0), vec = get("vec", 0), pr = get("private_rows", -1),
+                regs = get("regs", -1);
+  const bool smem_buffer = get("smem_buffer", 1) != 0;
+  const int64_t S = get("segment", 0) > 0 ? get("segment", 0) : cbsr::default_segment(avg);
+  CbsrLaunch L;
+  L.segment = S >= max_deg ? 0 : S;
+  cbsr::BlockShape bs;
+  if (op == OpKind::cbsr_spgemm) {
+    const bool want_private = pr != 0;
+    int64_t max_v = 4;
+    if (vec > 0) max_v = vec;
+    else if (want_private && avg < 64.0 && k <= 32) max_v = 1;
+    L.V = cbsr::vector_width(k, std::min<int64_t>(max_v, 4));
+    const int groups = 32 >> cbsr::lanes_log2(k, L.V);
+    bs = cbsr::block_shape(F, warps, false);
+    if (smem_buffer && want_private) {
+      bs = cbsr::block_shape(F, warps, true, groups);
+      if (bs.smem && (pr == 1 || bs.warps >= std::min(4, bs.warps_requested))) L.form = 2;
+    }
+    if (smem_buffer && L.form == 0) {
+      bs = cbsr::block_shape(F, warps, true);
+      if (bs.smem) L.form = 1;
+    }
+    const bool lean_default = avg < 64.0 && L.V == 1;
+    L.regs = L.form == 2 && (regs > 0 || (regs < 0 && lean_default)) ? cbsr::kLeanRegs : 0;
+  } else {
+    L.V = cbsr::vector_width(k, vec > 0 ? std::min<int64_t>(vec, 4) : 4);
+    bs = cbsr::block_shape(F, warps, smem_buffer);
+    L.form = bs.smem ? 1 : 0;
+    L.regs = bs.smem && regs > 0 ? cbsr::kLeanRegs : 0;
+  }
+  if (L.regs) cbsr::make_lean(bs);
+  L.warps = bs.warps;
+  return L;
+}
+}  // namespace
+
+std::string validate_cbsr(const StrategyInfo& info, const Schedule& s, OpKind op, int64_t k,
+                          int64_t F, double avg_deg, int64_t max_deg) {
+  if (k <= 0 || F <= 0) return "";
+  const CbsrLaunch mine = cbsr_launch(s, op, k, F, avg_deg, max_deg);
+  // Only explicitly set parameters can make a duplicate: an unset one is the launcher's choice.
+  // Each set value is compared with the earlier legal values of the same parameter, so of a
+  // group of schedules that launch alike the one with the earliest values stays valid.
+  for (const auto& spec : info.params) {
+    auto it = s.params.find(spec.name);
+    if (it == s.params.end()) continue;
+    auto at = std::find(spec.values.begin(), spec.values.end(), it->second);
+    for (auto v = spec.values.begin(); v != at && at != spec.values.end(); ++v) {
+      Schedule t = s;
+      t.params[spec.name] = *v;
+      if (cbsr_launch(t, op, k, F, avg_deg, max_deg) == mine)
+        return "same as " + spec.name + "=" + std::to_string(*v) + " (both launch " +
+               mine.str() + ")";
+    }
+  }
   return "";
 }
 

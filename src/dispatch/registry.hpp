@@ -37,14 +37,34 @@ struct SddmmEntry {
   SddmmValidate validate = nullptr;
 };
 
+// The CBSR products (OpKind::cbsr_spgemm / cbsr_sspmm): one kernel per device, so the entries
+// carry no entry point (src/dispatch/maxk_ops.cpp runs the backend the schedule names); they are
+// here for their parameter space, which the autotuner searches.
+using CbsrSupports = std::string (*)(const CbsrProblem&);
+using CbsrValidate = std::string (*)(const CbsrProblem&, const Schedule&);
+struct CbsrEntry {
+  StrategyInfo info;
+  CbsrSupports supports;
+  CbsrValidate validate = nullptr;
+};
+
 const std::vector<SpmmEntry>& spmm_registry();
 const std::vector<SddmmEntry>& sddmm_registry();
 const SpmmEntry& spmm_entry(const std::string& name);
 const SddmmEntry& sddmm_entry(const std::string& name);
+// op: cbsr_spgemm or cbsr_sspmm.
+const std::vector<CbsrEntry>& cbsr_registry(OpKind op);
+const CbsrEntry& cbsr_entry(OpKind op, const std::string& name);
+// The GPU kernel's parameters (declared in every build, so CPU-only builds check them by name
+// and range, and their tests exercise validate_cbsr).
+std::vector<ParamSpec> cbsr_gpu_params(OpKind op);
+// check_schedule's name-and-range check against one strategy's declared parameters.
+void check_params(const StrategyInfo& info, const Schedule& s);
 
 // A schedule's validity for a problem: "" or the reason (supports(), then validate()).
 std::string spmm_schedule_problem(const SpmmProblem& p, const Schedule& s);
 std::string sddmm_schedule_problem(const SddmmProblem& p, const Schedule& s);
+std::string cbsr_schedule_problem(const CbsrProblem& p, const Schedule& s);
 
 // Row-degree statistics of a graph's structure: one pass over rowptr (one copy of it to the host
 // for a GPU graph), cached in Graph::cache so later calls cost O(1). Read by `auto` and by the
@@ -63,6 +83,9 @@ Schedule auto_sddmm_schedule(const SddmmProblem& p);
 // the device.
 Schedule heuristic_spmm_schedule(const SpmmProblem& p);
 Schedule heuristic_sddmm_schedule(const SddmmProblem& p);
+// The CBSR products' `auto`: a tuned schedule from the tuning cache (or tune-on-miss), else the
+// data's device's kernel at its defaults ("gpu" or "cpu").
+Schedule auto_cbsr_schedule(const CbsrProblem& p);
 
 // ---- validity rules ------------------------------------------------------------------------
 // Plain functions of the strategy's declared parameters (`info`: defaults for unset ones, legal
@@ -84,6 +107,13 @@ std::string validate_warp_vertex(const StrategyInfo& info, const Schedule& s);
 std::string validate_mergepath(const StrategyInfo& info, const Schedule& s, int64_t n_rows,
                                int64_t nnz, int64_t F);
 std::string validate_shuffle(const StrategyInfo& info, const Schedule& s, int64_t F);
+// The CBSR GPU kernel (cbsr_spgemm.cu, cbsr_sspmm.cu; cbsr_shape.hpp): a combination is left out
+// when changing one explicitly set parameter to an earlier legal value launches the same kernel
+// in the same shape (the launchers clamp warps to the shared memory, cap vec by k, and ignore
+// regs / private_rows where they do not apply; segments longer than every row split nothing).
+// avg_deg, max_deg: the graph's degree statistics (rows of A).
+std::string validate_cbsr(const StrategyInfo& info, const Schedule& s, OpKind op, int64_t k,
+                          int64_t F, double avg_deg, int64_t max_deg);
 std::string validate_cpu_mergepath(const StrategyInfo& info, const Schedule& s, int64_t n_rows,
                                    int64_t nnz, int64_t threads);
 

@@ -47,14 +47,17 @@ std::vector<StrategyInfo> list_strategies(OpKind op) {
   std::vector<StrategyInfo> out;
   if (op == OpKind::spmm)
     for (const auto& e : detail::spmm_registry()) out.push_back(e.info);
-  else
+  else if (op == OpKind::sddmm)
     for (const auto& e : detail::sddmm_registry()) out.push_back(e.info);
+  else
+    for (const auto& e : detail::cbsr_registry(op)) out.push_back(e.info);
   return out;
 }
 
 const StrategyInfo& find_strategy(OpKind op, const std::string& name) {
   if (op == OpKind::spmm) return detail::spmm_entry(name).info;
-  return detail::sddmm_entry(name).info;
+  if (op == OpKind::sddmm) return detail::sddmm_entry(name).info;
+  return detail::cbsr_entry(op, name).info;
 }
 
 void check_schedule(OpKind op, const Schedule& s) {
@@ -63,7 +66,11 @@ void check_schedule(OpKind op, const Schedule& s) {
                 "strategy 'auto' takes no parameters; name a strategy to set them");
     return;
   }
-  const StrategyInfo& info = find_strategy(op, s.strategy);
+  detail::check_params(find_strategy(op, s.strategy), s);
+}
+
+namespace detail {
+void check_params(const StrategyInfo& info, const Schedule& s) {
   for (const auto& [k, v] : s.params) {
     auto it = std::find_if(info.params.begin(), info.params.end(),
                            [&](const ParamSpec& p) { return p.name == k; });
@@ -82,7 +89,6 @@ void check_schedule(OpKind op, const Schedule& s) {
   }
 }
 
-namespace detail {
 int64_t param(const Schedule& s, const std::string& name, int64_t fallback) {
   auto it = s.params.find(name);
   return it == s.params.end() ? fallback : it->second;

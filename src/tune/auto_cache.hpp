@@ -11,5 +11,6 @@ namespace spgnn::tune {
 
 std::optional<Schedule> cached_spmm_schedule(const detail::SpmmProblem& p);
 std::optional<Schedule> cached_sddmm_schedule(const detail::SddmmProblem& p);
+std::optional<Schedule> cached_cbsr_schedule(const detail::CbsrProblem& p);
 
 }  // namespace spgnn::tune

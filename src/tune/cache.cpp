@@ -279,6 +279,17 @@ KeyParts sddmm_key_parts(const Graph& g, SddmmOp op, Target lhs, Target rhs, int
   return k;
 }
 
+KeyParts cbsr_key_parts(const Graph& g, OpKind op, int64_t k, int64_t F, bool weighted) {
+  KeyParts kp;
+  kp.op = op_kind_name(op);
+  kp.sub_op = "k=" + std::to_string(k) + (weighted ? "/e" : "/1");
+  kp.F = F;
+  kp.dtype = std::string("f32/") + dtype_name(g.index_dtype());
+  kp.graph = graph_fingerprint(g);
+  kp.device = device_name(g.device());
+  return kp;
+}
+
 // ---- tuning.json ---------------------------------------------------------------------------------
 
 namespace {

@@ -186,4 +186,11 @@ Space space_for_sddmm(const detail::SddmmProblem& p, std::vector<std::string>* u
   });
 }
 
+Space space_for_cbsr(const detail::CbsrProblem& p, std::vector<std::string>* unsupported) {
+  return build(p.op, detail::cbsr_registry(p.op), p, unsupported, [&p](const Schedule& s) {
+    const auto& e = detail::cbsr_entry(p.op, s.strategy);
+    return e.validate ? e.validate(p, s) : std::string();
+  });
+}
+
 }  // namespace spgnn::tune

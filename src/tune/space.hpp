@@ -73,5 +73,6 @@ class Space {
 Space space_for_spmm(const detail::SpmmProblem& p, std::vector<std::string>* unsupported = nullptr);
 Space space_for_sddmm(const detail::SddmmProblem& p,
                       std::vector<std::string>* unsupported = nullptr);
+Space space_for_cbsr(const detail::CbsrProblem& p, std::vector<std::string>* unsupported = nullptr);
 
 }  // namespace spgnn::tune

@@ -204,8 +204,12 @@ TuneResult run_job(const Job& job, const TuneOptions& o, Clock::time_point t0) {
     e.tune_seconds = r.seconds;
     // Only fully specified schedules train the cost model: an unset parameter may be sized to
     // the graph by the launcher (gnnone), so its features would not describe what ran.
+    // The cost models cover SpMM and SDDMM; the CBSR products' spaces are small enough for the
+    // prior and the genetic search alone, so their timings train nothing.
     std::vector<Measurement> ms;
+    const bool trains_model = job.op == OpKind::spmm || job.op == OpKind::sddmm;
     for (const auto& c : r.candidates) {
+      if (!trains_model) break;
       if (!std::isfinite(c.ms)) continue;
       const auto at = job.space->find(c.schedule);
       if (!at || job.space->schedule(*at).params.size() != c.schedule.params.size()) continue;
@@ -241,6 +245,25 @@ bool usable_sddmm(const detail::SddmmProblem& p, const Schedule& s) {
   } catch (const Error&) {
     return false;
   }
+}
+
+bool usable_cbsr(const detail::CbsrProblem& p, const Schedule& s) {
+  try {
+    if (s.strategy == "auto") return false;
+    check_schedule(p.op, s);
+    return detail::cbsr_schedule_problem(p, s).empty();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+void check_cbsr_problem(const Graph& g, OpKind op, int64_t k, int64_t F, const char* fn) {
+  detail::check_graph_arrays(g, fn);
+  SPGNN_CHECK(op == OpKind::cbsr_spgemm || op == OpKind::cbsr_sspmm, InvalidArgument, fn,
+              ": op must be cbsr_spgemm or cbsr_sspmm, got ", op_kind_name(op));
+  SPGNN_CHECK(F >= 1 && F <= (int64_t{1} << 16), InvalidArgument, fn,
+              ": F must be in 1..65536, got ", F);
+  SPGNN_CHECK(k >= 1 && k <= F, InvalidArgument, fn, ": k must be in 1..F = ", F, ", got ", k);
 }
 
 // The problem `auto` sees for these arguments (no tensors: only shapes matter to supports()).
@@ -362,6 +385,64 @@ TuneResult tune_sddmm(const Graph& g, SddmmOp op, Target lhs_target, Target rhs_
   return tune::run_job(job, o, t0);
 }
 
+TuneResult tune_cbsr(const Graph& g, OpKind op, int64_t k, int64_t F, bool weighted,
+                     const TuneOptions& o) {
+  const auto t0 = tune::Clock::now();
+  tune::check_cbsr_problem(g, op, k, F, "tune_cbsr");
+  tune::check_options(o, "tune_cbsr");
+  const Device dev = g.device();
+  const bool fwd = op == OpKind::cbsr_spgemm;
+  // maxk of random rows: k distinct, ascending columns per row, as the layers produce.
+  OpOptions device_kernel;
+  device_kernel.schedule.strategy = dev.is_cuda() ? "gpu" : "cpu";
+  const Cbsr kept = maxk(tune::random_input({g.n_cols, F}, o.seed + 1, dev), k, device_kernel);
+  Tensor e, d_out;
+  if (weighted) e = tune::random_input({g.nnz()}, o.seed + 2, dev, 0.5f, 1.5f);
+  if (!fwd) d_out = tune::random_input({g.n_rows, F}, o.seed + 3, dev);
+  Tensor out = fwd ? Tensor::empty({g.n_rows, F}, DType::f32, dev)
+                   : Tensor::empty({g.n_cols, k}, DType::f32, dev);
+
+  detail::CbsrProblem p;
+  p.g = &g;
+  p.op = op;
+  p.k = k;
+  p.F = F;
+  p.weighted = weighted;
+  const tune::Space space = tune::space_for_cbsr(p);
+  tune::Job job;
+  job.g = &g;
+  job.op = op;
+  job.key = tune::cbsr_key_parts(g, op, k, F, weighted);
+  job.space = &space;
+  job.heuristic = Schedule{dev.is_cuda() ? "gpu" : "cpu", {}};
+  job.call = [&](const Schedule& s) {
+    OpOptions oo;
+    oo.schedule = s;
+    if (fwd) cbsr_spgemm(g, kept, e, out, oo);
+    else cbsr_sspmm(g, e, d_out, kept, out, oo);
+  };
+  job.usable = [&](const Schedule& s) { return tune::usable_cbsr(p, s); };
+  return tune::run_job(job, o, t0);
+}
+
+TuneSpace cbsr_tune_space(const Graph& g, OpKind op, int64_t k, int64_t F, bool weighted) {
+  tune::check_cbsr_problem(g, op, k, F, "cbsr_tune_space");
+  detail::CbsrProblem p;
+  p.g = &g;
+  p.op = op;
+  p.k = k;
+  p.F = F;
+  p.weighted = weighted;
+  std::vector<std::string> unsupported;
+  const tune::Space space = tune::space_for_cbsr(p, &unsupported);
+  return tune::summarize(space, unsupported);
+}
+
+std::string cbsr_tuning_key(const Graph& g, OpKind op, int64_t k, int64_t F, bool weighted) {
+  tune::check_cbsr_problem(g, op, k, F, "cbsr_tuning_key");
+  return tune::cbsr_key_parts(g, op, k, F, weighted).str();
+}
+
 TuneSpace spmm_tune_space(const Graph& g, SpmmOp op, Reduce reduce, int64_t F, bool wide_e) {
   detail::check_graph_arrays(g, "spmm_tune_space");
   SPGNN_CHECK(F >= 1, InvalidArgument, "spmm_tune_space: F must be >= 1, got ", F);
@@ -481,6 +562,14 @@ std::optional<Schedule> cached_sddmm_schedule(const detail::SddmmProblem& p) {
       [&](const TuneOptions& o) {
         return tune_sddmm(*p.g, p.op, p.lhs_target, p.rhs_target, p.F, o);
       });
+}
+
+std::optional<Schedule> cached_cbsr_schedule(const detail::CbsrProblem& p) {
+  if (p.dtype != DType::f32) return std::nullopt;
+  return lookup_or_tune(
+      p.F, [&] { return cbsr_key_parts(*p.g, p.op, p.k, p.F, p.weighted).str(); },
+      [&](const Schedule& s) { return usable_cbsr(p, s); },
+      [&](const TuneOptions& o) { return tune_cbsr(*p.g, p.op, p.k, p.F, p.weighted, o); });
 }
 
 }  // namespace tune

@@ -8,11 +8,13 @@
 // kernel parameters (split rows, the buffer-less path, one warp per block, a stream). Outputs
 // are poisoned with NaN first. SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and sweeps.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <random>
@@ -22,6 +24,8 @@
 #include <vector>
 
 #include "spgnn/ops.hpp"
+#include "spgnn/tune.hpp"
+#include "tune/space.hpp"
 #include "gpu/gpu_test_util.hpp"
 #include "test_util.hpp"
 
@@ -288,7 +292,7 @@ TEST(MaxkGpu, CbsrProductsParameters) {
       {{"segment", 65536}}, {{"private_rows", 0}}, {{"private_rows", 0}, {"segment", 32}},
       {{"vec", 1}}, {{"vec", 2}, {"segment", 32}}, {{"vec", 4}},
       {{"private_rows", 1}, {"vec", 4}, {"warps", 16}}, {{"private_rows", 1}, {"vec", 1}},
-      {{"vec", 4}, {"segment", 32}, {"warps", 3}}, {{"regs", 40}}, {{"regs", 40}, {"warps", 16}},
+      {{"vec", 4}, {"segment", 32}, {"warps", 2}}, {{"regs", 40}}, {{"regs", 40}, {"warps", 16}},
       {{"regs", 0}, {"segment", 32}}, {{"regs", 40}, {"private_rows", 0}}};
   for (const auto& p : params)
     for (GraphKind kind : {GraphKind::rmat, GraphKind::half_row, GraphKind::star,
@@ -298,6 +302,53 @@ TEST(MaxkGpu, CbsrProductsParameters) {
           if (k > F || (quick() && k != 7 && k != F)) continue;
           check_products(kind, DType::i32, F, k, int(k % 4), strategy("gpu", p));
         }
+#endif
+}
+
+// Every schedule the autotuner may pick (each valid point of the forward's space, which sets
+// every parameter the backward reads too) computes both products exactly; then a tuned result is
+// stored and `auto` runs it.
+TEST(MaxkGpu, CbsrEveryTunableScheduleAndTheTunedAuto) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  for (GraphKind kind : {GraphKind::rmat, GraphKind::empty_rows})
+    for (auto [F, k] : {std::pair<int64_t, int64_t>{64, 7}, {300, 32}, {64, 64}}) {
+      const Graphs& G = graphs(kind, DType::i32);
+      detail::CbsrProblem p;
+      p.g = &G.dev;
+      p.op = OpKind::cbsr_spgemm;
+      p.k = k;
+      p.F = F;
+      p.weighted = true;
+      const tune::Space space = tune::space_for_cbsr(p);
+      ASSERT_EQ(space.strategies().size(), 1u);
+      ASSERT_EQ(space.strategies()[0].name, "gpu");
+      size_t checked = 0;
+      for (size_t i : space.valid_indices()) {
+        if (quick() && i % 5 != 0) continue;
+        check_products(kind, DType::i32, F, k, int(i % 3), strategy("gpu", space.schedule(i).params));
+        ++checked;
+      }
+      EXPECT_GT(checked, 0u);
+    }
+  const std::string dir = ::testing::TempDir() + "spgnn-cbsr-tune-" + std::to_string(getpid());
+  set_tuning_cache_path(dir + "/");
+  TuneOptions o;
+  o.mode = TuneMode::random;
+  o.reps = 2;
+  o.min_timed_ms = 0;
+  const Graphs& G = graphs(GraphKind::rmat, DType::i32);
+  for (OpKind op : {OpKind::cbsr_spgemm, OpKind::cbsr_sspmm}) {
+    const TuneResult r = tune_cbsr(G.dev, op, 16, 64, true, o);
+    EXPECT_EQ(r.best.strategy, "gpu");
+    EXPECT_TRUE(r.stored);
+    EXPECT_GE(r.candidates.size(), 2u);
+    EXPECT_TRUE(std::isfinite(r.best_ms));
+    EXPECT_GT(r.valid_size, 1u);
+  }
+  check_products(GraphKind::rmat, DType::i32, 64, 16, 2, strategy("auto"));
+  set_tuning_cache_path("");
+  std::filesystem::remove_all(dir);
 #endif
 }
 

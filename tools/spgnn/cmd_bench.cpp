@@ -393,7 +393,7 @@ void register_bench(CLI::App& app) {
 void register_strategies(CLI::App& app) {
   auto* cmd = app.add_subcommand("strategies", "List the strategies of this build and their parameters");
   cmd->callback([] {
-    for (OpKind k : {OpKind::spmm, OpKind::sddmm}) {
+    for (OpKind k : {OpKind::spmm, OpKind::sddmm, OpKind::cbsr_spgemm, OpKind::cbsr_sspmm}) {
       std::cout << op_kind_name(k) << ":\n";
       for (const auto& s : list_strategies(k)) {
         std::cout << "  " << s.name << " [" << (s.device == DeviceType::cuda ? "cuda" : "cpu")

@@ -1,5 +1,6 @@
 // spgnn tune: the autotuner from the command line (include/spgnn/tune.hpp).
 //   spgnn tune --graph G --op spmm|sddmm --dim F ...   tune, store, compare with fixed strategies
+//   spgnn tune --graph G --op cbsr_spgemm|cbsr_sspmm --k K --dim F ...   the MaxK CBSR products
 //   spgnn tune ... --list-space                        the search space, nothing timed
 //   spgnn tune --fit-model [--cache PATH]              fit the cost models from the measurements
 //   spgnn tune --show-cache | --clear-cache [--cache PATH]
@@ -35,6 +36,8 @@ struct TuneCliOpts {
   std::vector<std::string> names;
   std::string op;
   std::vector<int64_t> dims;
+  int64_t k = 0;
+  bool no_weights = false;
   double budget = 0;
   std::string mode = "genetic";
   std::string cache;
@@ -57,17 +60,45 @@ struct Problem {
   Reduce red = Reduce::sum;
   SddmmOp dop = SddmmOp::dot;
   Target lt = Target::v, rt = Target::u;
+  int64_t k = 0;
+  bool weighted = true;
+  bool cbsr() const { return kind == OpKind::cbsr_spgemm || kind == OpKind::cbsr_sspmm; }
   std::string label() const {
+    if (cbsr()) return "k=" + std::to_string(k) + (weighted ? " weighted" : " unweighted");
     return kind == OpKind::spmm ? std::string(name(sop)) + "/" + name(red)
                                 : std::string(name(dop)) + "(" + name(lt) + "," + name(rt) + ")";
+  }
+  // What "tuned vs" compares with: cuSPARSE on GPUs; on the CPU (and for the CBSR products,
+  // which have one kernel per device) the device's default schedule.
+  std::string base_name(Device dev) const {
+    if (cbsr()) return dev.is_cuda() ? "gpu" : "cpu";
+    return dev.is_cuda() ? "cusparse" : (kind == OpKind::spmm ? "cpu_mergepath" : "cpu_edge");
   }
 };
 
 Problem parse_problem(const TuneCliOpts& o) {
-  SPGNN_CHECK(o.op == "spmm" || o.op == "sddmm", InvalidArgument, "--op must be spmm or sddmm",
-              o.op.empty() ? std::string(" (it is required)") : ", got '" + o.op + "'");
+  SPGNN_CHECK(!o.op.empty(), InvalidArgument,
+              "--op is required: spmm, sddmm, cbsr_spgemm or cbsr_sspmm");
   Problem p;
-  p.kind = o.op == "spmm" ? OpKind::spmm : OpKind::sddmm;
+  try {
+    p.kind = parse_op_kind(o.op);
+  } catch (const InvalidArgument&) {
+    throw InvalidArgument("--op must be spmm, sddmm, cbsr_spgemm or cbsr_sspmm, got '" + o.op +
+                          "'");
+  }
+  if (p.cbsr()) {
+    SPGNN_CHECK(o.k >= 1, InvalidArgument, "--k is required for --op ", o.op,
+                " (the values MaxK keeps per row, >= 1), got ", o.k);
+    for (int64_t F : o.dims)
+      SPGNN_CHECK(o.k <= F, InvalidArgument, "--k ", o.k, " exceeds --dim ", F,
+                  " (MaxK keeps k of the F values of a row)");
+    p.k = o.k;
+    p.weighted = !o.no_weights;
+  } else {
+    SPGNN_CHECK(o.k == 0, InvalidArgument, "--k applies to --op cbsr_spgemm and cbsr_sspmm only");
+    SPGNN_CHECK(!o.no_weights, InvalidArgument,
+                "--no-weights applies to --op cbsr_spgemm and cbsr_sspmm only");
+  }
   p.sop = parse_spmm_op(o.spmm_op);
   p.red = parse_reduce(o.reduce);
   p.dop = parse_sddmm_op(o.sddmm_op);
@@ -119,7 +150,7 @@ struct Summary {
   double fixed_ms = NAN, base_ms = NAN;
 };
 
-Summary summarize(const TuneResult& r, Device dev, OpKind kind) {
+Summary summarize(const TuneResult& r, const std::string& base_name) {
   Summary s;
   // Best time of each strategy at its default schedule; cuSPARSE is the best of its algorithms.
   std::map<std::string, double> per_strategy;
@@ -134,8 +165,7 @@ Summary summarize(const TuneResult& r, Device dev, OpKind kind) {
       s.fixed_ms = ms;
       s.fixed_name = name;
     }
-  s.base_name = dev.is_cuda() ? "cusparse" : (kind == OpKind::spmm ? "cpu_mergepath" : "cpu_edge");
-  // (the same choice as run_tune's column names)
+  s.base_name = base_name;
   auto it = per_strategy.find(s.base_name);
   if (it != per_strategy.end()) s.base_ms = it->second;
   return s;
@@ -153,9 +183,10 @@ void run_list_space(const TuneCliOpts& o, const Problem& pb, Device dev) {
     const std::string gname = o.names.empty() ? o.graphs[gi] : o.names[gi];
     const Graph g = load_on(o.graphs[gi], o.flags, dev);
     for (int64_t F : o.dims) {
-      const TuneSpace sp = pb.kind == OpKind::spmm
-                               ? spmm_tune_space(g, pb.sop, pb.red, F, o.wide_e)
-                               : sddmm_tune_space(g, pb.dop, pb.lt, pb.rt, F);
+      const TuneSpace sp =
+          pb.cbsr()                  ? cbsr_tune_space(g, pb.kind, pb.k, F, pb.weighted)
+          : pb.kind == OpKind::spmm ? spmm_tune_space(g, pb.sop, pb.red, F, o.wide_e)
+                                    : sddmm_tune_space(g, pb.dop, pb.lt, pb.rt, F);
       json js = {{"graph", gname}, {"F", F}, {"size", sp.size}, {"valid", sp.valid},
                  {"strategies", json::array()}};
       for (const auto& s : sp.strategies) {
@@ -203,8 +234,7 @@ void run_tune(const TuneCliOpts& o, const Problem& pb, Device dev) {
   to.wide_e = o.wide_e;
   const std::string cache_file = tune::resolve_cache_file(o.cache);
 
-  const std::string base_name =
-      dev.is_cuda() ? "cusparse" : (pb.kind == OpKind::spmm ? "cpu_mergepath" : "cpu_edge");
+  const std::string base_name = pb.base_name(dev);
   json all = json::array();
   Table t({"graph", "F", "tuned schedule", "ms", "best fixed", "ms", "tuned vs fixed",
            base_name + " ms", "tuned vs " + base_name, "space", "valid", "timed", "ranked by",
@@ -214,11 +244,12 @@ void run_tune(const TuneCliOpts& o, const Problem& pb, Device dev) {
     const Graph g = load_on(o.graphs[gi], o.flags, dev);
     for (int64_t F : o.dims) {
       to.progress = progress_printer("tuning " + gname + " F=" + std::to_string(F), o.progress);
-      const TuneResult r = pb.kind == OpKind::spmm
-                               ? tune_spmm(g, pb.sop, pb.red, F, to)
-                               : tune_sddmm(g, pb.dop, pb.lt, pb.rt, F, to);
+      const TuneResult r =
+          pb.cbsr()                  ? tune_cbsr(g, pb.kind, pb.k, F, pb.weighted, to)
+          : pb.kind == OpKind::spmm ? tune_spmm(g, pb.sop, pb.red, F, to)
+                                    : tune_sddmm(g, pb.dop, pb.lt, pb.rt, F, to);
       if (to.progress) std::fprintf(stderr, "\n");
-      const Summary s = summarize(r, dev, pb.kind);
+      const Summary s = summarize(r, base_name);
       std::string note = r.stored ? "yes" : "no";
       if (r.from_cache) note = "cached";
       if (r.budget_exhausted) note += " (budget hit)";
@@ -270,7 +301,8 @@ void run_tune(const TuneCliOpts& o, const Problem& pb, Device dev) {
             << ")"
             << (o.budget > 0 ? "; budget " + fixed(o.budget, 1) + " s" : std::string()) << "\n"
             << "best fixed = fastest strategy at its default parameters; " << base_name
-            << (dev.is_cuda() ? " = best of its algorithms" : " = its default schedule")
+            << (dev.is_cuda() && !pb.cbsr() ? " = best of its algorithms"
+                                            : " = its default schedule")
             << "; cache " << cache_file << (o.no_store ? " (not written: --no-store)" : "") << "\n";
   std::cout << t.str();
 }
@@ -377,7 +409,12 @@ void register_tune(CLI::App& app) {
   cmd->add_option("-g,--graph", o->graphs,
                   "Graph file, dataset directory or generator spec (repeatable; default builtin)");
   cmd->add_option("--name", o->names, "Display name per --graph (repeatable)");
-  cmd->add_option("--op", o->op, "spmm or sddmm (required unless --fit-model/--show-cache)");
+  cmd->add_option("--op", o->op, "spmm, sddmm, cbsr_spgemm or cbsr_sspmm (the MaxK products; "
+                                 "required unless --fit-model/--show-cache)");
+  cmd->add_option("--k", o->k, "cbsr_spgemm/cbsr_sspmm: values MaxK keeps per row (1..F)");
+  cmd->add_flag("--no-weights", o->no_weights,
+                "cbsr_spgemm/cbsr_sspmm: edges without values (1 each); default: with values, "
+                "as a layer's normalised graph");
   cmd->add_option("-d,--dim", o->dims, "Feature widths F (repeatable or comma-separated)")
       ->delimiter(',');
   cmd->add_option("--budget", o->budget, "Search time limit in seconds per case (0 = none); "

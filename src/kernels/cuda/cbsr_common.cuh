@@ -14,25 +14,13 @@
 
 #include <cstdint>
 
+#include "kernels/cbsr_shape.hpp"
 #include "kernels/cuda/cuda_check.cuh"
 #include "spgnn/graph.hpp"
 #include "spgnn/ops.hpp"
 
 namespace spgnn::detail::cbsr {
 
-constexpr int kDefaultWarps = 8;
-constexpr int kMaxWarps = 16;
-// Shared memory one block may use for its warps' F-float row buffers; wider rows (F > 24576)
-// take the buffer-less path.
-constexpr int64_t kMaxBlockSmem = 96 * 1024;
-// Lean launches (the `regs` parameter, 40): blocks of at most 8 warps at 40 registers per thread,
-// 48 warps per SM, more rows in flight where each row is a short chain of dependent loads
-// (kron21's forward at k <= 32: 1.07-1.24x faster), at the price of some spilling (slower on
-// Reddit-like rows, and at 32 registers everywhere). Otherwise 512-thread blocks at 2 per SM,
-// i.e. at most 64 registers: with a minimum of 1 block ptxas took 69-90 registers and the
-// products ran 1.1-1.6x slower on the H100.
-constexpr int kLeanWarps = 8;
-constexpr int kLeanRegs = 40;
 constexpr int lean_min_blocks(int regs) { return regs == kLeanRegs ? 6 : 2; }
 constexpr int lean_threads(int regs) { return regs ? kLeanWarps * 32 : kMaxWarps * 32; }
 // Edge batches: a lane group issues the loads of kUnroll edges before using any of them.
@@ -51,9 +39,7 @@ struct Segments {
 // skip_empty: no segments for rows without edges (the backward has nothing to do there; the
 // forward needs them to store the rows' zeros).
 Segments segments_for(const Graph& g, int64_t segment, bool skip_empty = false);
-// S when the schedule does not set it: the next power of two >= 4 * average degree, clamped to
-// [64, 4096] (Reddit-like rows of ~500 edges stay whole; on kron21, average degree 16, hub rows
-// split into segments of 64, which beat 128 and 256 in both products on the H100).
+// S when the schedule does not set it (cbsr_shape.hpp, from the graph's average degree).
 int64_t default_segment(const Graph& g);
 
 struct Geometry {
@@ -70,47 +56,14 @@ inline bool aligned_to(const void* p, int bytes) {
 inline Geometry make_geometry(int64_t k, const void* const* ptrs, const int* bytes_per_value,
                               int nptrs, int max_v = 4) {
   Geometry g;
-  int V = k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
-  while (V > max_v) V /= 2;
+  int V = vector_width(k, max_v);
   for (int i = 0; i < nptrs; ++i)
     while (V > 1 && !aligned_to(ptrs[i], bytes_per_value[i] * V)) V /= 2;
   g.V = V;
   g.nv = static_cast<int>(k / V);
-  int lg = 0;
-  while (lg < 5 && (1 << lg) < g.nv) ++lg;
-  g.l_log2 = lg;
+  g.l_log2 = lanes_log2(k, V);
   g.passes = (g.nv + 31) / 32;
   return g;
-}
-
-// Warps per block and whether the F-float row buffer lives in shared memory.
-struct BlockShape {
-  int warps = kDefaultWarps;
-  int warps_requested = kDefaultWarps;
-  bool smem = true;
-  size_t smem_bytes = 0;
-};
-// rows_per_warp: F-float rows each warp keeps (the forward's private rows: one per lane group).
-inline BlockShape block_shape(int64_t F, int64_t requested_warps, bool smem_buffer,
-                              int rows_per_warp = 1) {
-  BlockShape b;
-  b.warps = requested_warps > 0 ? static_cast<int>(requested_warps) : kDefaultWarps;
-  b.warps_requested = b.warps;
-  const int64_t row_bytes = (F * 4 + 15) / 16 * 16 * rows_per_warp;
-  const int64_t fit = kMaxBlockSmem / row_bytes;
-  b.smem = smem_buffer && fit >= 1;
-  if (b.smem) {
-    if (b.warps > fit) b.warps = static_cast<int>(fit);
-    b.smem_bytes = static_cast<size_t>(b.warps * row_bytes);
-  }
-  return b;
-}
-
-// A lean launch: at most kLeanWarps warps, the same shared memory per warp.
-inline void make_lean(BlockShape& b) {
-  if (b.warps <= kLeanWarps) return;
-  if (b.smem) b.smem_bytes = b.smem_bytes / static_cast<size_t>(b.warps) * kLeanWarps;
-  b.warps = kLeanWarps;
 }
 
 using detail::DeviceGuard;  // cuda_check.cuh

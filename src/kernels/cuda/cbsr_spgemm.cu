@@ -91,10 +91,7 @@ Segments segments_for(const Graph& g, int64_t segment, bool skip_empty) {
 }
 
 int64_t default_segment(const Graph& g) {
-  const double avg = g.n_rows > 0 ? double(g.nnz()) / double(g.n_rows) : 0.0;
-  int64_t s = 64;
-  while (s < 4096 && double(s) < 4.0 * avg) s *= 2;
-  return s;
+  return default_segment(g.n_rows > 0 ? double(g.nnz()) / double(g.n_rows) : 0.0);
 }
 
 }  // namespace cbsr

@@ -1,0 +1,80 @@
+// Internal: the launch shape of the CBSR products (cbsr_spgemm.cu, cbsr_sspmm.cu) as plain C++,
+// so that the registry's validity rules (src/dispatch/registry.cpp), compiled in every build,
+// compute exactly what the launchers compute: which parameter combinations run the same kernel
+// and are therefore left out of the autotuner's space.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace spgnn::detail::cbsr {
+
+constexpr int kDefaultWarps = 8;
+constexpr int kMaxWarps = 16;
+// Shared memory one block may use for its warps' F-float row buffers; wider rows (F > 24576)
+// take the buffer-less path.
+constexpr int64_t kMaxBlockSmem = 96 * 1024;
+// Lean launches (the `regs` parameter, 40): blocks of at most 8 warps at 40 registers per thread,
+// 48 warps per SM, more rows in flight where each row is a short chain of dependent loads
+// (kron21's forward at k <= 32: 1.07-1.24x faster), at the price of some spilling (slower on
+// Reddit-like rows, and at 32 registers everywhere). Otherwise 512-thread blocks at 2 per SM,
+// i.e. at most 64 registers: with a minimum of 1 block ptxas took 69-90 registers and the
+// products ran 1.1-1.6x slower on the H100.
+constexpr int kLeanWarps = 8;
+constexpr int kLeanRegs = 40;
+
+// Edges per warp segment when the schedule does not set it: the next power of two >= 4 x the
+// average degree, clamped to [64, 4096] (Reddit-like rows of ~500 edges stay whole; on kron21,
+// average degree 16, hub rows split into segments of 64, which beat 128 and 256 in both products
+// on the H100).
+inline int64_t default_segment(double avg_degree) {
+  int64_t s = 64;
+  while (s < 4096 && double(s) < 4.0 * avg_degree) s *= 2;
+  return s;
+}
+
+// Values per lane: the widest of 4, 2, 1 that divides k, capped by max_v (the launchers also
+// halve it for misaligned pointers, which the CBSR buffers spgnn allocates never are).
+inline int vector_width(int64_t k, int64_t max_v) {
+  int V = k % 4 == 0 ? 4 : k % 2 == 0 ? 2 : 1;
+  while (V > max_v) V /= 2;
+  return V;
+}
+// log2 of the lanes that cover one CBSR row of k values at V per lane (at most 5: a warp).
+inline int lanes_log2(int64_t k, int V) {
+  const int64_t nv = k / V;
+  int lg = 0;
+  while (lg < 5 && (int64_t{1} << lg) < nv) ++lg;
+  return lg;
+}
+
+// Warps per block and whether the F-float row buffer lives in shared memory.
+struct BlockShape {
+  int warps = kDefaultWarps;
+  int warps_requested = kDefaultWarps;
+  bool smem = true;
+  size_t smem_bytes = 0;
+};
+// rows_per_warp: F-float rows each warp keeps (the forward's private rows: one per lane group).
+inline BlockShape block_shape(int64_t F, int64_t requested_warps, bool smem_buffer,
+                              int rows_per_warp = 1) {
+  BlockShape b;
+  b.warps = requested_warps > 0 ? static_cast<int>(requested_warps) : kDefaultWarps;
+  b.warps_requested = b.warps;
+  const int64_t row_bytes = (F * 4 + 15) / 16 * 16 * rows_per_warp;
+  const int64_t fit = kMaxBlockSmem / row_bytes;
+  b.smem = smem_buffer && fit >= 1;
+  if (b.smem) {
+    if (b.warps > fit) b.warps = static_cast<int>(fit);
+    b.smem_bytes = static_cast<size_t>(b.warps * row_bytes);
+  }
+  return b;
+}
+
+// A lean launch: at most kLeanWarps warps, the same shared memory per warp.
+inline void make_lean(BlockShape& b) {
+  if (b.warps <= kLeanWarps) return;
+  if (b.smem) b.smem_bytes = b.smem_bytes / static_cast<size_t>(b.warps) * kLeanWarps;
+  b.warps = kLeanWarps;
+}
+
+}  // namespace spgnn::detail::cbsr
