@@ -256,10 +256,15 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
         // Strictly ascending across the group's positions of this step: within the lane, and
-        // against the previous lane's last value.
+        // against the previous lane's last value. Only lanes that hold values compare: a row of
+        // k = 96 at V = 4 leaves lanes 24..31 of the group idle, and their equal sentinels must
+        // not send the group's real values to the atomic path (the lane before an active lane is
+        // active too, so `prev` is always a real value).
         bool asc = true;
+        if (ok[j]) {
 #pragma unroll
-        for (int q = 1; q < V; ++q) asc &= c[j][q - 1] < c[j][q];
+          for (int q = 1; q < V; ++q) asc &= c[j][q - 1] < c[j][q];
+        }
         const int prev = __shfl_up_sync(0xffffffffu, c[j][V - 1], 1, L);
         if (gl > 0 && ok[j]) asc &= prev < c[j][0];
         const bool plain = (__ballot_sync(0xffffffffu, !asc) & gmask) == 0;
