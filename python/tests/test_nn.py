@@ -239,17 +239,24 @@ def test_layers_under_autocast(gen, dtype, name, kw, _):
     assert rel_err(out, ref) < AUTOCAST_TOL[dtype]
     for (pname, p), a, b in zip(layer.named_parameters(), grads, ref_grads):
         assert a.dtype == p.dtype == torch.float32, pname
-        # The direction of each gradient: a rounding that flips a ReLU or LeakyReLU input near 0
-        # moves single entries. Gradients that are sums of cancelling terms over all edges
-        # (attention vectors, GIN's eps) carry the terms' rounding relative to a smaller sum
-        # (seen: att_src at cos 0.987 in float16; att_dst at 0.52 in bfloat16, whose 8-bit
-        # mantissa leaves such sums no direction to check). They are held to cos > 0.9 in
-        # float16 and not here in bfloat16; the ops' own half-precision gradient tests
+        # The direction of each gradient. Parameters upstream of a kink -- GIN's first Linear
+        # and eps (a ReLU follows), SAGE's projection (ReLU), GAT's attention vectors and lin
+        # (LeakyReLU on the logits) -- move by whole terms where a rounding flips a kink input
+        # near 0, and with hundreds of such inputs some always sit within rounding of it. Over
+        # 1,300 seeds their cosine fell to 0.90 in float16 (GIN nn.0.weight 0.92, SAGE lin.bias
+        # 0.90) and to 0.63-0.74 in bfloat16 (att_src, GIN nn.0.weight); att_dst, whose gradient
+        # exists only through the LeakyReLU (a softmax ignores a per-target shift), reached
+        # -0.45, and GIN's eps (one value: a sum of cancelling terms) changed sign in bfloat16.
+        # Those are held to cos > 0.8 (float16) and 0.5 (bfloat16), att_dst and bfloat16's
+        # att_src and eps not at all; the rest (no kink upstream: min 0.9991 in float16, 0.9999
+        # in bfloat16) to 0.99 and 0.95. The ops' own half-precision gradient tests
         # (test_ops.py) hold each op's gradients to the float64 reference in both dtypes.
-        cancelling = pname.startswith("att_") or pname == "eps"
-        if cancelling and dtype == torch.bfloat16:
+        if pname == "att_dst" or (pname in ("att_src", "eps") and dtype == torch.bfloat16):
             continue
-        bound = 0.9 if cancelling else AUTOCAST_COS[dtype]
+        kinked = (pname.startswith(("att_", "nn.0.")) or pname == "eps"
+                  or (name == "GATConv" and pname == "lin.weight")
+                  or (name == "SAGEConv" and pname.startswith("lin.")))
+        bound = (0.8 if dtype == torch.float16 else 0.5) if kinked else AUTOCAST_COS[dtype]
         cos = float(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0))
         assert cos > bound or float(b.norm()) == 0, (pname, cos)
 
