@@ -112,8 +112,7 @@ def graph_variant(h: Tensor, kind: str) -> Tensor:
 _NODE_SHAPED = ("inv_degree",)
 
 
-@custom_op(f"{_lib}::graph_tensor", mutates_args=())
-def graph_tensor(h: Tensor, name: str, like: Tensor, rows: int) -> Tensor:
+def _graph_tensor_impl(h: Tensor, name: str, like: Tensor, rows: int) -> Tensor:
     """A fresh copy of one of the graph's arrays (see _C.graph_tensor) on `like`'s device, in
     `like`'s float dtype for float arrays. `rows` is the length of node-shaped arrays
     (inv_degree: the graph's rows), which fake tensors cannot read off the handle."""
@@ -122,8 +121,11 @@ def graph_tensor(h: Tensor, name: str, like: Tensor, rows: int) -> Tensor:
         raise ValueError(f"graph_tensor({name}): the graph has {shape[0]} such rows, not {rows}")
     out = torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
     with on_device(like):
-        C.graph_tensor(_addr(h), name, out, stream_of(like))
+        C.graph_tensor(_addr(h), name, arr(out), stream_of(like))
     return out.to(like.dtype) if out.is_floating_point() else out
+
+
+_graph_tensor_op = custom_op(f"{_lib}::graph_tensor", _graph_tensor_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::graph_tensor")
@@ -147,14 +149,17 @@ def _like(u, e):
     return u if u is not None else e
 
 
-@custom_op(f"{_lib}::gspmm", mutates_args=())
-def gspmm(h: Tensor, op: str, reduce: str, u: Optional[Tensor], e: Optional[Tensor],
-          n_rows: int, strategy: str) -> Tensor:
+def _gspmm_impl(h: Tensor, op: str, reduce: str, u: Optional[Tensor], e: Optional[Tensor],
+                n_rows: int, strategy: str) -> Tensor:
     like = _like(u, e)
     out = torch.empty((n_rows, _spmm_width(op, u, e)), dtype=like.dtype, device=like.device)
     with on_device(like):
-        C.gspmm(_addr(h), op, reduce, arr(u), arr(e), out, None, None, stream_of(like), strategy)
+        C.gspmm(_addr(h), op, reduce, arr(u), arr(e), arr(out), None, None, stream_of(like),
+                strategy)
     return out
+
+
+_gspmm_op = custom_op(f"{_lib}::gspmm", _gspmm_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::gspmm")
@@ -163,17 +168,20 @@ def _(h, op, reduce, u, e, n_rows, strategy):
     return like.new_empty((n_rows, _spmm_width(op, u, e)))
 
 
-@custom_op(f"{_lib}::gspmm_arg", mutates_args=())
-def gspmm_arg(h: Tensor, op: str, reduce: str, u: Optional[Tensor], e: Optional[Tensor],
-              n_rows: int, strategy: str) -> Tuple[Tensor, Tensor, Tensor]:
+def _gspmm_arg_impl(h: Tensor, op: str, reduce: str, u: Optional[Tensor], e: Optional[Tensor],
+                    n_rows: int, strategy: str) -> Tuple[Tensor, Tensor, Tensor]:
     like = _like(u, e)
     F = _spmm_width(op, u, e)
     out = torch.empty((n_rows, F), dtype=like.dtype, device=like.device)
     arg_u = torch.empty((n_rows, F), dtype=torch.int64, device=like.device)
     arg_e = torch.empty((n_rows, F), dtype=torch.int64, device=like.device)
     with on_device(like):
-        C.gspmm(_addr(h), op, reduce, arr(u), arr(e), out, arg_u, arg_e, stream_of(like), strategy)
+        C.gspmm(_addr(h), op, reduce, arr(u), arr(e), arr(out), arr(arg_u), arr(arg_e),
+                stream_of(like), strategy)
     return out, arg_u, arg_e
+
+
+_gspmm_arg_op = custom_op(f"{_lib}::gspmm_arg", _gspmm_arg_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::gspmm_arg")
@@ -314,16 +322,18 @@ def _sddmm_width(op, lhs, rhs):
     return (lhs if lhs is not None else rhs).shape[1]
 
 
-@custom_op(f"{_lib}::gsddmm", mutates_args=())
-def gsddmm(h: Tensor, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor], lhs_target: str,
-           rhs_target: str) -> Tensor:
+def _gsddmm_impl(h: Tensor, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
+                 lhs_target: str, rhs_target: str) -> Tensor:
     like = lhs if lhs is not None else rhs
     out = torch.empty((nnz_of(h), _sddmm_width(op, lhs, rhs)), dtype=like.dtype,
                       device=like.device)
     with on_device(like):
-        C.gsddmm(_addr(h), op, arr(lhs), arr(rhs), out, lhs_target, rhs_target, stream_of(like),
-                 "")
+        C.gsddmm(_addr(h), op, arr(lhs), arr(rhs), arr(out), lhs_target, rhs_target,
+                 stream_of(like), "")
     return out
+
+
+_gsddmm_op = custom_op(f"{_lib}::gsddmm", _gsddmm_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::gsddmm")
@@ -398,12 +408,14 @@ register_autograd(f"{_lib}::gsddmm", _gsddmm_backward, setup_context=_gsddmm_set
 
 # ---- attention -------------------------------------------------------------------------------------
 
-@custom_op(f"{_lib}::edge_softmax", mutates_args=())
-def edge_softmax(h: Tensor, scores: Tensor) -> Tensor:
+def _edge_softmax_impl(h: Tensor, scores: Tensor) -> Tensor:
     out = torch.empty_like(scores)
     with on_device(scores):
-        C.edge_softmax(_addr(h), arr(scores), out, stream_of(scores))
+        C.edge_softmax(_addr(h), arr(scores), arr(out), stream_of(scores))
     return out
+
+
+_edge_softmax_op = custom_op(f"{_lib}::edge_softmax", _edge_softmax_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::edge_softmax")
@@ -411,12 +423,15 @@ def _(h, scores):
     return torch.empty_like(scores)
 
 
-@custom_op(f"{_lib}::edge_softmax_backward", mutates_args=())
-def edge_softmax_backward(h: Tensor, out: Tensor, grad: Tensor) -> Tensor:
+def _edge_softmax_backward_impl(h: Tensor, out: Tensor, grad: Tensor) -> Tensor:
     gs = torch.empty_like(out)
     with on_device(out):
-        C.edge_softmax_backward(_addr(h), arr(out), arr(grad), gs, stream_of(out))
+        C.edge_softmax_backward(_addr(h), arr(out), arr(grad), arr(gs), stream_of(out))
     return gs
+
+
+_edge_softmax_backward_op = custom_op(f"{_lib}::edge_softmax_backward",
+                                      _edge_softmax_backward_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::edge_softmax_backward")
@@ -442,16 +457,18 @@ def _seed(seed: Tensor) -> int:
     return int(seed.reshape(-1)[0].item()) & 0xFFFFFFFFFFFFFFFF
 
 
-@custom_op(f"{_lib}::gat_aggregate", mutates_args=())
-def gat_aggregate(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, heads: int,
-                  negative_slope: float, dropout: float, seed: Tensor, n_rows: int,
-                  strategy: str) -> Tuple[Tensor, Tensor]:
+def _gat_aggregate_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, heads: int,
+                        negative_slope: float, dropout: float, seed: Tensor, n_rows: int,
+                        strategy: str) -> Tuple[Tensor, Tensor]:
     out = torch.empty((n_rows, feat.shape[1]), dtype=feat.dtype, device=feat.device)
     attn = torch.empty((nnz_of(h), heads), dtype=feat.dtype, device=feat.device)
     with on_device(feat):
         C.gat_aggregate(_addr(h), arr(feat), arr(el), arr(er), heads, negative_slope, dropout,
-                        _seed(seed), out, attn, stream_of(feat), strategy)
+                        _seed(seed), arr(out), arr(attn), stream_of(feat), strategy)
     return out, attn
+
+
+_gat_aggregate_op = custom_op(f"{_lib}::gat_aggregate", _gat_aggregate_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::gat_aggregate")
@@ -459,16 +476,20 @@ def _(h, feat, el, er, heads, negative_slope, dropout, seed, n_rows, strategy):
     return feat.new_empty((n_rows, feat.shape[1])), feat.new_empty((nnz_of(h), heads))
 
 
-@custom_op(f"{_lib}::gat_aggregate_backward", mutates_args=())
-def gat_aggregate_backward(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, attn: Tensor,
-                           grad: Tensor, heads: int, negative_slope: float, dropout: float,
-                           seed: Tensor, strategy: str) -> Tuple[Tensor, Tensor, Tensor]:
+def _gat_aggregate_backward_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, attn: Tensor,
+                                 grad: Tensor, heads: int, negative_slope: float, dropout: float,
+                                 seed: Tensor, strategy: str) -> Tuple[Tensor, Tensor, Tensor]:
     gf, gl, gr = torch.empty_like(feat), torch.empty_like(el), torch.empty_like(er)
     with on_device(feat):
         C.gat_aggregate_backward(_addr(h), arr(feat), arr(el), arr(er), arr(attn), arr(grad),
-                                 heads, negative_slope, dropout, _seed(seed), gf, gl, gr,
+                                 heads, negative_slope, dropout, _seed(seed), arr(gf), arr(gl),
+                                 arr(gr),
                                  stream_of(feat), strategy)
     return gf, gl, gr
+
+
+_gat_aggregate_backward_op = custom_op(f"{_lib}::gat_aggregate_backward",
+                                       _gat_aggregate_backward_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::gat_aggregate_backward")
@@ -499,13 +520,15 @@ def cbsr_index_dtype(F: int):
     return torch.uint8 if F <= 256 else torch.uint16
 
 
-@custom_op(f"{_lib}::maxk", mutates_args=())
-def maxk(x: Tensor, k: int) -> Tuple[Tensor, Tensor]:
+def _maxk_impl(x: Tensor, k: int) -> Tuple[Tensor, Tensor]:
     data = torch.empty((x.shape[0], k), dtype=x.dtype, device=x.device)
     index = torch.empty((x.shape[0], k), dtype=cbsr_index_dtype(x.shape[1]), device=x.device)
     with on_device(x):
-        C.maxk(arr(x), k, data, index, stream_of(x))
+        C.maxk(arr(x), k, arr(data), arr(index), stream_of(x))
     return data, index
+
+
+_maxk_op = custom_op(f"{_lib}::maxk", _maxk_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::maxk")
@@ -514,13 +537,15 @@ def _(x, k):
             x.new_empty((x.shape[0], k), dtype=cbsr_index_dtype(x.shape[1])))
 
 
-@custom_op(f"{_lib}::cbsr_to_dense", mutates_args=())
-def cbsr_to_dense(data: Tensor, index: Tensor, F: int) -> Tensor:
+def _cbsr_to_dense_impl(data: Tensor, index: Tensor, F: int) -> Tensor:
     """The dense [n, F] matrix of a CBSR pair: data at its columns, zeros elsewhere."""
     out = torch.empty((data.shape[0], F), dtype=data.dtype, device=data.device)
     with on_device(data):
-        C.maxk_backward(arr(data), arr(index), F, arr(data), out, stream_of(data))
+        C.maxk_backward(arr(data), arr(index), F, arr(data), arr(out), stream_of(data))
     return out
+
+
+_cbsr_to_dense_op = custom_op(f"{_lib}::cbsr_to_dense", _cbsr_to_dense_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::cbsr_to_dense")
@@ -528,16 +553,18 @@ def _(data, index, F):
     return data.new_empty((data.shape[0], F))
 
 
-@custom_op(f"{_lib}::cbsr_gather", mutates_args=())
-def cbsr_gather(dense: Tensor, data: Tensor, index: Tensor) -> Tensor:
+def _cbsr_gather_impl(dense: Tensor, data: Tensor, index: Tensor) -> Tensor:
     """dense sampled at a CBSR pattern: out[i, j] = dense[i, index[i, j]] (the adjoint of
     cbsr_to_dense), as cbsr_sspmm over the identity graph."""
     from .graph import identity_handle
     out = torch.empty_like(data)
     with on_device(dense):
         C.cbsr_sspmm(_addr(identity_handle(dense.shape[0], dense.device)), None, arr(dense),
-                     arr(data), arr(index), dense.shape[1], out, stream_of(dense))
+                     arr(data), arr(index), dense.shape[1], arr(out), stream_of(dense))
     return out
+
+
+_cbsr_gather_op = custom_op(f"{_lib}::cbsr_gather", _cbsr_gather_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::cbsr_gather")
@@ -584,13 +611,15 @@ def _gather_backward(ctx, grad):
 register_autograd(f"{_lib}::cbsr_gather", _gather_backward, setup_context=_gather_setup)
 
 
-@custom_op(f"{_lib}::cbsr_spgemm", mutates_args=())
-def cbsr_spgemm(h: Tensor, data: Tensor, index: Tensor, F: int, e: Optional[Tensor],
-                n_rows: int) -> Tensor:
+def _cbsr_spgemm_impl(h: Tensor, data: Tensor, index: Tensor, F: int, e: Optional[Tensor],
+                      n_rows: int) -> Tensor:
     out = torch.empty((n_rows, F), dtype=data.dtype, device=data.device)
     with on_device(data):
-        C.cbsr_spgemm(_addr(h), arr(data), arr(index), F, arr(e), out, stream_of(data))
+        C.cbsr_spgemm(_addr(h), arr(data), arr(index), F, arr(e), arr(out), stream_of(data))
     return out
+
+
+_cbsr_spgemm_op = custom_op(f"{_lib}::cbsr_spgemm", _cbsr_spgemm_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::cbsr_spgemm")
@@ -598,14 +627,17 @@ def _(h, data, index, F, e, n_rows):
     return data.new_empty((n_rows, F))
 
 
-@custom_op(f"{_lib}::cbsr_sspmm", mutates_args=())
-def cbsr_sspmm(h: Tensor, e: Optional[Tensor], d_out: Tensor, data: Tensor,
-               index: Tensor) -> Tensor:
+def _cbsr_sspmm_impl(h: Tensor, e: Optional[Tensor], d_out: Tensor, data: Tensor,
+                     index: Tensor) -> Tensor:
     out = torch.empty_like(data)
     with on_device(d_out):
-        C.cbsr_sspmm(_addr(h), arr(e), arr(d_out), arr(data), arr(index), d_out.shape[1], out,
+        C.cbsr_sspmm(_addr(h), arr(e), arr(d_out), arr(data), arr(index), d_out.shape[1],
+                     arr(out),
                      stream_of(d_out))
     return out
+
+
+_cbsr_sspmm_op = custom_op(f"{_lib}::cbsr_sspmm", _cbsr_sspmm_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::cbsr_sspmm")
@@ -696,3 +728,73 @@ for _name in _AUTOCAST_OPS:
         _autocast_lib.impl(_name, _autocast_kernel(_op, _dev, _name in _GPU_HALF_OPS), _key,
                            with_keyset=True)
 del _name, _op, _dev, _key
+
+
+# ---- eager fronts ---------------------------------------------------------------------------------
+# The names above (gspmm, gsddmm, ...) are what the rest of the package calls. Outside
+# torch.compile, autocast and torch.func transforms, on plain tensors, they skip the dispatcher's
+# custom-op machinery (schema parsing, the autograd wrapper's redispatch: ~25 us of host time per
+# call, measured on the CPU) and run the same implementation directly, under a
+# torch.autograd.Function with the same setup_context/backward when a gradient is needed. A small
+# graph's training step is host-bound (a Cora epoch on a GPU is a few milliseconds of Python),
+# and a step whose loss syncs on a boolean mask leaves the GPU idle while the host runs; the
+# custom ops stay what torch.compile traces.
+
+_PLAIN = (Tensor, torch.nn.Parameter)
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+
+
+def _direct(args) -> bool:
+    if torch.compiler.is_compiling() or _functorch_active():
+        return False
+    for a in args:
+        if isinstance(a, Tensor) and type(a) not in _PLAIN:
+            return False
+    return not (torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda"))
+
+
+def _front(name, op_def, impl, setup=None, backward=None):
+    fn = None
+    if backward is not None:
+        def forward(ctx, *args):
+            out = impl(*args)
+            setup(ctx, args, out)
+            return out
+        fn = type(f"_{name}_eager", (torch.autograd.Function,),
+                  {"forward": staticmethod(forward),
+                   "backward": staticmethod(lambda ctx, *grads: backward(ctx, *grads))})
+
+    def call(*args):
+        if not _direct(args):
+            return op_def(*args)
+        if fn is not None and torch.is_grad_enabled() and any(
+                isinstance(a, Tensor) and a.requires_grad for a in args):
+            return fn.apply(*args)
+        return impl(*args)
+    call.__name__ = name
+    call.__doc__ = impl.__doc__
+    return call
+
+
+graph_tensor = _front("graph_tensor", _graph_tensor_op, _graph_tensor_impl)
+gspmm = _front("gspmm", _gspmm_op, _gspmm_impl, _gspmm_setup, _gspmm_backward)
+gspmm_arg = _front("gspmm_arg", _gspmm_arg_op, _gspmm_arg_impl, _gspmm_arg_setup,
+                   _gspmm_arg_backward)
+gsddmm = _front("gsddmm", _gsddmm_op, _gsddmm_impl, _gsddmm_setup, _gsddmm_backward)
+edge_softmax = _front("edge_softmax", _edge_softmax_op, _edge_softmax_impl, _softmax_setup,
+                      _softmax_backward)
+edge_softmax_backward = _front("edge_softmax_backward", _edge_softmax_backward_op,
+                               _edge_softmax_backward_impl)
+gat_aggregate = _front("gat_aggregate", _gat_aggregate_op, _gat_aggregate_impl, _gat_setup,
+                       _gat_backward)
+gat_aggregate_backward = _front("gat_aggregate_backward", _gat_aggregate_backward_op,
+                                _gat_aggregate_backward_impl)
+maxk = _front("maxk", _maxk_op, _maxk_impl, _maxk_setup, _maxk_backward)
+cbsr_to_dense = _front("cbsr_to_dense", _cbsr_to_dense_op, _cbsr_to_dense_impl, _dense_setup,
+                       _dense_backward)
+cbsr_gather = _front("cbsr_gather", _cbsr_gather_op, _cbsr_gather_impl, _gather_setup,
+                     _gather_backward)
+cbsr_spgemm = _front("cbsr_spgemm", _cbsr_spgemm_op, _cbsr_spgemm_impl, _spgemm_setup,
+                     _spgemm_backward)
+cbsr_sspmm = _front("cbsr_sspmm", _cbsr_sspmm_op, _cbsr_sspmm_impl, _sspmm_setup,
+                    _sspmm_backward)

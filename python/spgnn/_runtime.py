@@ -6,6 +6,7 @@ from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
+from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 from . import _C
 
@@ -32,9 +33,13 @@ def on_device(t: Tensor):
 
 
 def arr(t: Optional[Tensor]):
-    """A tensor as the extension takes it: detached (DLPack refuses tensors that require grad),
-    same memory."""
-    return None if t is None else t.detach()
+    """A tensor as the extension takes it: a DLPack capsule of the same memory (detached:
+    DLPack refuses tensors that require grad). The capsule, not the tensor: given a tensor,
+    nanobind goes through ``Tensor.__dlpack__`` and its Python-level checks, 9 us of host time
+    per call with two arrays against 0.2 us per capsule (CPU, torch 2.15). spgnn queues its work
+    on the tensor's current stream (stream_of), so the producer-stream handshake that
+    ``__dlpack__(stream=...)`` exists for is not needed."""
+    return None if t is None else _to_dlpack(t.detach())
 
 
 _FLOATS = (torch.float32, torch.float64)

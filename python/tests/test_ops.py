@@ -321,6 +321,66 @@ def test_gsddmm_gradcheck_float64(gen, op, lt, rt):
     assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7)
 
 
+# ---- the eager fronts: the same ops without the dispatcher's custom-op machinery ----------------
+
+def _both_paths(monkeypatch, fn):
+    """fn() with the eager fronts, then with every call routed through the custom ops."""
+    from spgnn import _ops
+    fast = fn()
+    with monkeypatch.context() as m:
+        m.setattr(_ops, "_direct", lambda args: False)
+        slow = fn()
+    return fast, slow
+
+
+def test_eager_fronts_equal_the_custom_ops(gen, monkeypatch):
+    ei, n = make_edge_index("skewed", gen, n=40)
+    g = spgnn.Graph(ei, n)
+    E = ei.shape[1]
+    u0 = randn(gen, n, 5)
+    e0 = _positive(gen, E, device="cpu")
+    s0 = randn(gen, E, 2)
+    x0 = randn(gen, n, 12)
+
+    def run():
+        u, e, s, x = (t.clone().requires_grad_() for t in (u0, e0, s0, x0))
+        outs = [ops.gspmm(g, "u_mul_e", "mean", u, e), ops.gspmm(g, "copy_u", "max", u, None),
+                ops.gsddmm(g, "dot", u, u, "u", "v"), ops.edge_softmax(g, s),
+                ops.cbsr_to_dense(*ops.maxk(x, 4), 12)]
+        loss = sum((o * torch.linspace(-1, 1, o.numel()).reshape(o.shape)).sum() for o in outs)
+        return [o.detach() for o in outs] + list(torch.autograd.grad(loss, (u, e, s, x)))
+
+    fast, slow = _both_paths(monkeypatch, run)
+    for a, b in zip(fast, slow):
+        assert torch.equal(a, b)
+
+
+def test_eager_fronts_double_backward_and_no_grad(gen, monkeypatch):
+    from spgnn import _ops
+    ei, n = make_edge_index("loops_dups", gen, n=9)
+    g = spgnn.Graph(ei, n)
+    u = torch.randn(n, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    e = (0.5 + torch.rand(ei.shape[1], generator=gen, dtype=torch.float64)).requires_grad_()
+    # the fronts' autograd.Function is differentiable twice, as the custom op is
+    assert torch.autograd.gradgradcheck(lambda a, b: ops.gspmm(g, "u_mul_e", "sum", a, b), (u, e),
+                                        eps=1e-6, atol=1e-7)
+    # without a gradient to record, the implementation runs bare: no grad_fn
+    with torch.no_grad():
+        assert ops.gspmm(g, "u_mul_e", "sum", u, e).grad_fn is None
+    assert ops.gspmm(g, "u_mul_e", "sum", u.detach(), e.detach()).grad_fn is None
+    # under autocast the custom ops run (they carry the autocast casts), and so they do inside
+    # torch.compile and for tensor subclasses
+    seen = []
+    real = _ops._direct
+    monkeypatch.setattr(_ops, "_direct", lambda args: seen.append(real(args)) or seen[-1])
+    x = torch.randn(n, 4, generator=gen)
+    assert ops.gspmm(g, "copy_u", "sum", x, None).dtype == torch.float32
+    assert seen == [True]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert ops.gspmm(g, "copy_u", "sum", x, None).dtype == torch.bfloat16  # the op's cast
+    assert seen == [True, False]
+
+
 def test_graph_weights_are_the_default_edge_values(gen):
     ei, n = make_edge_index("uniform", gen)
     w = torch.rand(ei.shape[1], generator=gen)
