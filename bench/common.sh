@@ -19,6 +19,9 @@ suite_spec() {
     products) echo "rmat:21:59:2" ;;
     cora|citeseer) echo "$DATA_DIR/$1" ;;
     pubmed) echo "$DATA_DIR/pubmed-graph" ;;
+    amazon) echo "$DATA_DIR/amazon-computers" ;;
+    coauthor) echo "$DATA_DIR/coauthor-cs" ;;
+    notredame) echo "$DATA_DIR/web-notredame/web-NotreDame.txt.gz" ;;  # directed (SNAP text)
     *) echo "$1" ;;
   esac
 }

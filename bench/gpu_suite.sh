@@ -3,7 +3,8 @@
 #   kron21   Kronecker/R-MAT scale 21, edge factor 16 (Graph500 a=.57 b=c=.19)
 #   reddit   uniform random graph shaped like Reddit: 232,965 vertices, ~114M edges
 #   products R-MAT shaped like ogbn-products: 2^21 vertices, ~124M raw edges (edge factor 59)
-#   cora, citeseer, pubmed  (edge_index.npy from $DATA_DIR; skipped with a note when absent)
+#   cora, citeseer, pubmed, amazon, coauthor, notredame  (the real graphs of $DATA_DIR:
+#            ../shared/data; skipped with a note when absent; notredame is directed)
 # Each case is checked against cpu_ref on sampled rows, then timed (median of REPS CUDA-event
 # timings after warm-up) for the strategies in $STRATEGIES and cuSPARSE (best algorithm), in one
 # process. JSON per graph goes to $RESULTS; a summary table is printed last.
@@ -13,10 +14,10 @@ source "$(dirname "$0")/common.sh"
 RESULTS="${RESULTS:-${OUT:-$ROOT/build}/bench}"
 DIMS="${DIMS:-16,32,64,128,256}"
 REPS="${REPS:-20}"
-STRATEGIES="${STRATEGIES:-gnnone}"
+STRATEGIES="${STRATEGIES:-auto,gnnone}"  # auto: what users get (the summary checks it)
 mkdir -p "$RESULTS"
 graphs=("$@")
-[ ${#graphs[@]} -gt 0 ] || graphs=(kron21 reddit products cora citeseer pubmed)
+[ ${#graphs[@]} -gt 0 ] || graphs=(kron21 reddit products cora citeseer pubmed amazon coauthor notredame)
 
 status=0
 for g in "${graphs[@]}"; do
