@@ -761,8 +761,7 @@ def _front(name, op_def, impl, setup=None, backward=None):
             setup(ctx, args, out)
             return out
         fn = type(f"_{name}_eager", (torch.autograd.Function,),
-                  {"forward": staticmethod(forward),
-                   "backward": staticmethod(lambda ctx, *grads: backward(ctx, *grads))})
+                  {"forward": staticmethod(forward), "backward": staticmethod(backward)})
 
     def call(*args):
         if not _direct(args):

@@ -179,16 +179,6 @@ const float* edge_weights(const Graph& g, const Tensor& e, const char* op) {
   return w->data<float>();
 }
 
-detail::CbsrProblem problem_of(const Graph& g, OpKind op, const Cbsr& x, bool weighted) {
-  detail::CbsrProblem p;
-  p.g = &g;
-  p.op = op;
-  p.k = x.k;
-  p.F = x.F;
-  p.weighted = weighted;
-  return p;
-}
-
 // A CBSR operand with its values in float32 (the same index).
 Cbsr as_f32(const Cbsr& x) { return Cbsr{detail::as_f32(x.data), x.index, x.F, x.k}; }
 
@@ -303,7 +293,7 @@ void cbsr_spgemm(const Graph& g, const Cbsr& x, const Tensor& e, Tensor& out,
   check_cbsr(x, "x", kOp, g.n_cols, "n_cols", g.device());
   const float* w = edge_weights(g, e, kOp);
   prepare_output(out, "out", kOp, g.n_rows, x.F, g.device());
-  const detail::CbsrProblem prod = problem_of(g, OpKind::cbsr_spgemm, x, w != nullptr);
+  const detail::CbsrProblem prod{&g, OpKind::cbsr_spgemm, x.k, x.F, w != nullptr};
   Schedule run;
   const Backend b = pick_backend(options, g.device(), kOp, &prod, &run);
   if (g.n_rows == 0) return;
@@ -331,7 +321,7 @@ void cbsr_sspmm(const Graph& g, const Tensor& e, const Tensor& d_out, const Cbsr
   check_f32_matrix(d_out, "d_out", kOp, g.n_rows, "n_rows", x.F, "x.F", g.device());
   const float* w = edge_weights(g, e, kOp);
   prepare_output(d_data, "d_data", kOp, g.n_cols, x.k, g.device());
-  const detail::CbsrProblem prod = problem_of(g, OpKind::cbsr_sspmm, x, w != nullptr);
+  const detail::CbsrProblem prod{&g, OpKind::cbsr_sspmm, x.k, x.F, w != nullptr};
   Schedule run;
   const Backend b = pick_backend(options, g.device(), kOp, &prod, &run);
   if (g.n_cols == 0) return;

@@ -227,34 +227,27 @@ TuneResult run_job(const Job& job, const TuneOptions& o, Clock::time_point t0) {
   return r;
 }
 
+// A (cached) schedule this problem can run: a named strategy with legal parameters that
+// supports the problem and passes its validity rules.
+template <class P>
+bool usable(OpKind op, const P& p, const Schedule& s,
+            std::string (*problem)(const P&, const Schedule&)) {
+  try {
+    if (s.strategy == "auto") return false;
+    check_schedule(op, s);
+    return problem(p, s).empty();
+  } catch (const Error&) {
+    return false;
+  }
+}
 bool usable_spmm(const detail::SpmmProblem& p, const Schedule& s) {
-  try {
-    if (s.strategy == "auto") return false;
-    check_schedule(OpKind::spmm, s);
-    return detail::spmm_schedule_problem(p, s).empty();
-  } catch (const Error&) {
-    return false;
-  }
+  return usable(OpKind::spmm, p, s, &detail::spmm_schedule_problem);
 }
-
 bool usable_sddmm(const detail::SddmmProblem& p, const Schedule& s) {
-  try {
-    if (s.strategy == "auto") return false;
-    check_schedule(OpKind::sddmm, s);
-    return detail::sddmm_schedule_problem(p, s).empty();
-  } catch (const Error&) {
-    return false;
-  }
+  return usable(OpKind::sddmm, p, s, &detail::sddmm_schedule_problem);
 }
-
 bool usable_cbsr(const detail::CbsrProblem& p, const Schedule& s) {
-  try {
-    if (s.strategy == "auto") return false;
-    check_schedule(p.op, s);
-    return detail::cbsr_schedule_problem(p, s).empty();
-  } catch (const Error&) {
-    return false;
-  }
+  return usable(p.op, p, s, &detail::cbsr_schedule_problem);
 }
 
 void check_cbsr_problem(const Graph& g, OpKind op, int64_t k, int64_t F, const char* fn) {
@@ -402,12 +395,7 @@ TuneResult tune_cbsr(const Graph& g, OpKind op, int64_t k, int64_t F, bool weigh
   Tensor out = fwd ? Tensor::empty({g.n_rows, F}, DType::f32, dev)
                    : Tensor::empty({g.n_cols, k}, DType::f32, dev);
 
-  detail::CbsrProblem p;
-  p.g = &g;
-  p.op = op;
-  p.k = k;
-  p.F = F;
-  p.weighted = weighted;
+  const detail::CbsrProblem p{&g, op, k, F, weighted};
   const tune::Space space = tune::space_for_cbsr(p);
   tune::Job job;
   job.g = &g;
@@ -427,12 +415,7 @@ TuneResult tune_cbsr(const Graph& g, OpKind op, int64_t k, int64_t F, bool weigh
 
 TuneSpace cbsr_tune_space(const Graph& g, OpKind op, int64_t k, int64_t F, bool weighted) {
   tune::check_cbsr_problem(g, op, k, F, "cbsr_tune_space");
-  detail::CbsrProblem p;
-  p.g = &g;
-  p.op = op;
-  p.k = k;
-  p.F = F;
-  p.weighted = weighted;
+  const detail::CbsrProblem p{&g, op, k, F, weighted};
   std::vector<std::string> unsupported;
   const tune::Space space = tune::space_for_cbsr(p, &unsupported);
   return tune::summarize(space, unsupported);

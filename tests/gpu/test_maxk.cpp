@@ -314,12 +314,7 @@ TEST(MaxkGpu, CbsrEveryTunableScheduleAndTheTunedAuto) {
   for (GraphKind kind : {GraphKind::rmat, GraphKind::empty_rows})
     for (auto [F, k] : {std::pair<int64_t, int64_t>{64, 7}, {300, 32}, {64, 64}}) {
       const Graphs& G = graphs(kind, DType::i32);
-      detail::CbsrProblem p;
-      p.g = &G.dev;
-      p.op = OpKind::cbsr_spgemm;
-      p.k = k;
-      p.F = F;
-      p.weighted = true;
+      const detail::CbsrProblem p{&G.dev, OpKind::cbsr_spgemm, k, F, true};
       const tune::Space space = tune::space_for_cbsr(p);
       ASSERT_EQ(space.strategies().size(), 1u);
       ASSERT_EQ(space.strategies()[0].name, "gpu");
