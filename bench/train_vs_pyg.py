@@ -35,9 +35,17 @@ def spgnn_json(a, name, extra=()):
     return json.loads(p.stdout)
 
 
-def run_spgnn(a, name):
-    j = spgnn_json(a, name)
+def run_spgnn(a, name, extra=()):
+    j = spgnn_json(a, name, extra)
     return j if isinstance(j, str) else (j["ms_per_epoch"], j["peak_gpu_bytes"])
+
+
+def dtype_args(spec):
+    """'bf16' -> --dtype bf16; 'bf16+tf32' -> --dtype bf16 --tf32 (tensor-core GEMMs too)."""
+    parts = spec.split("+")
+    if parts[0] not in ("f32", "bf16", "f16") or any(p != "tf32" for p in parts[1:]):
+        raise SystemExit(f"--dtypes: '{spec}' is not f32, bf16 or f16 with an optional +tf32")
+    return ("--dtype", parts[0]) + (("--tf32",) if "tf32" in parts[1:] else ())
 
 
 PHASES = [("aggregate_forward", "aggregation fwd"), ("aggregate_backward", "aggregation bwd"),
@@ -144,7 +152,13 @@ def main():
     ap.add_argument("--skip-pyg", action="store_true")
     ap.add_argument("--profile", action="store_true", help="then print spgnn's phase profile")
     ap.add_argument("--device", default="cuda", help="spgnn's device (PyG always runs on cuda)")
+    ap.add_argument("--dtypes", default="",
+                    help="also time spgnn with these precisions, comma-separated (bf16, f16, "
+                         "each optionally +tf32), against its f32 run")
     a = ap.parse_args()
+    dtypes = [d for d in a.dtypes.split(",") if d]
+    for d in dtypes:
+        dtype_args(d)
     fmt = lambda r: f"{r[0]:.2f} ms ({r[1] / 2**30:.1f} GiB)" if isinstance(r, tuple) else r
     names = a.models.split(",")
     unknown = [n for n in names if n not in SETTINGS]
@@ -162,6 +176,10 @@ def main():
         if name == "sage-maxk" and isinstance(s, tuple) and isinstance(relu, tuple):
             sp = f"{relu[0] / s[0]:.2f}x vs sage"
         print(f"{name:<10} {fmt(s):>24} {fmt(pe):>24} {fmt(ps):>24} {sp:>20}", flush=True)
+        for d in dtypes:
+            r = run_spgnn(a, name, dtype_args(d))
+            vs = f"{s[0] / r[0]:.2f}x vs f32" if isinstance(s, tuple) and isinstance(r, tuple) else "-"
+            print(f"{'  ' + d:<10} {fmt(r):>24} {'':>24} {'':>24} {vs:>20}", flush=True)
     if a.profile:
         print_profiles(a, names)
 
