@@ -7,7 +7,7 @@
 # with synthetic features (602) and labels (41), the five models, spgnn vs PyG in the same
 # run (bench/train_vs_pyg.py).
 #   SPGNN=build/spgnn  GRAPHS="sym dir"  N=232965  EPOCHS=20  MODELS=gcn,gin,gat,sage,sage-maxk
-#   DTYPES=bf16,f16,bf16+tf32 also times spgnn in those precisions (ratio to its f32 run);
+#   DTYPES=bf16,f16,bf16+notf32,f32+tf32 also times spgnn in those precisions (ratio to its f32 run);
 #   SKIP_PYG=1 to time spgnn only; PROFILE=1 to add spgnn's phase profile of each model (separate
 #   runs after the timed ones); DEVICE=cpu runs spgnn on the host (to try the script without a GPU).
 set -euo pipefail

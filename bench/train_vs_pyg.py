@@ -41,11 +41,15 @@ def run_spgnn(a, name, extra=()):
 
 
 def dtype_args(spec):
-    """'bf16' -> --dtype bf16; 'bf16+tf32' -> --dtype bf16 --tf32 (tensor-core GEMMs too)."""
+    """'bf16' -> --dtype bf16 (TF32 GEMMs by default); '+tf32' / '+notf32' force the GEMMs'
+    precision either way (e.g. 'f32+tf32', 'bf16+notf32')."""
     parts = spec.split("+")
-    if parts[0] not in ("f32", "bf16", "f16") or any(p != "tf32" for p in parts[1:]):
-        raise SystemExit(f"--dtypes: '{spec}' is not f32, bf16 or f16 with an optional +tf32")
-    return ("--dtype", parts[0]) + (("--tf32",) if "tf32" in parts[1:] else ())
+    if parts[0] not in ("f32", "bf16", "f16") or any(p not in ("tf32", "notf32") for p in parts[1:]) \
+            or len(parts) > 2:
+        raise SystemExit(f"--dtypes: '{spec}' is not f32, bf16 or f16 with an optional "
+                         "+tf32 or +notf32")
+    extra = {"tf32": ("--tf32",), "notf32": ("--no-tf32",)}.get(parts[1] if len(parts) > 1 else "", ())
+    return ("--dtype", parts[0]) + extra
 
 
 PHASES = [("aggregate_forward", "aggregation fwd"), ("aggregate_backward", "aggregation bwd"),
@@ -153,8 +157,8 @@ def main():
     ap.add_argument("--profile", action="store_true", help="then print spgnn's phase profile")
     ap.add_argument("--device", default="cuda", help="spgnn's device (PyG always runs on cuda)")
     ap.add_argument("--dtypes", default="",
-                    help="also time spgnn with these precisions, comma-separated (bf16, f16, "
-                         "each optionally +tf32), against its f32 run")
+                    help="also time spgnn with these precisions, comma-separated (bf16, f16, f32, "
+                         "each optionally +tf32 or +notf32), against its f32 run")
     a = ap.parse_args()
     dtypes = [d for d in a.dtypes.split(",") if d]
     for d in dtypes:
@@ -179,7 +183,7 @@ def main():
         for d in dtypes:
             r = run_spgnn(a, name, dtype_args(d))
             vs = f"{s[0] / r[0]:.2f}x vs f32" if isinstance(s, tuple) and isinstance(r, tuple) else "-"
-            print(f"{'  ' + d:<10} {fmt(r):>24} {'':>24} {'':>24} {vs:>20}", flush=True)
+            print(f"{'  ' + d:<12} {fmt(r):>24} {'':>24} {'':>24} {vs:>20}", flush=True)
     if a.profile:
         print_profiles(a, names)
 

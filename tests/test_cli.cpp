@@ -118,6 +118,26 @@ TEST_F(Cli, TrainFloat16ReportsItsLossScale) {
   EXPECT_NE(bad.out.find("f64"), std::string::npos) << bad.out;
 }
 
+// Half training takes TF32 tensor-core GEMMs by default (--no-tf32 opts out); float32 runs stay
+// exact unless --tf32; the two flags exclude each other.
+TEST_F(Cli, TrainTf32FollowsTheDtype) {
+  const auto tf32_of = [&](const std::string& flags) {
+    auto r = run("train --model gcn --epochs 1 --eval-every 0 --device cpu --format json " + flags);
+    EXPECT_EQ(r.code, 0) << flags << ": " << r.out;
+    const size_t at = r.out.rfind("\n{");
+    return nlohmann::json::parse(at == std::string::npos ? r.out : r.out.substr(at + 1))["tf32"]
+        .get<bool>();
+  };
+  EXPECT_FALSE(tf32_of(""));
+  EXPECT_TRUE(tf32_of("--tf32"));
+  EXPECT_TRUE(tf32_of("--dtype bf16"));
+  EXPECT_TRUE(tf32_of("--dtype f16"));
+  EXPECT_FALSE(tf32_of("--dtype bf16 --no-tf32"));
+  auto both = run("train --epochs 1 --device cpu --tf32 --no-tf32");
+  EXPECT_NE(both.code, 0);
+  EXPECT_NE(both.out.find("--no-tf32"), std::string::npos) << both.out;
+}
+
 TEST_F(Cli, GeneratePlantedDatasetDirectory) {
   auto r = run("generate planted --n 300 --classes 3 -o " + path("ds"));
   ASSERT_EQ(r.code, 0) << r.out;

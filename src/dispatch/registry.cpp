@@ -307,6 +307,9 @@ Schedule normalized(OpKind op, Schedule s) {
 constexpr int64_t kTinyNnz = 20000;
 constexpr double kDenseRowDegree = 64;
 constexpr double kRegularCv = 0.5;
+// Narrowest feature width at which the half SpMM beats float32 on regular dense rows (measured
+// at F = 16 and 64; see half_spmm_pays).
+constexpr int64_t kHalfMinF = 64;
 
 bool regular_dense_rows(const DegreeStats& st) {
   return st.avg >= kDenseRowDegree && st.cv < kRegularCv;
@@ -420,6 +423,10 @@ std::string sddmm_schedule_problem(const SddmmProblem& p, const Schedule& s) {
 }
 std::string cbsr_schedule_problem(const CbsrProblem& p, const Schedule& s) {
   return schedule_problem(cbsr_entry(p.op, s.strategy), p, s);
+}
+
+bool half_spmm_pays(const Graph& g, int64_t F) {
+  return g.device().is_cuda() && F >= kHalfMinF && regular_dense_rows(*degree_stats(g));
 }
 
 Schedule heuristic_spmm_schedule(const SpmmProblem& p) {

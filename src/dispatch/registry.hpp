@@ -74,6 +74,13 @@ struct DegreeStats {
   double avg = 0, cv = 0;  // mean degree, coefficient of variation (stddev / mean)
 };
 std::shared_ptr<const DegreeStats> degree_stats(const Graph& g);
+// Whether a sum/mean SpMM of width F over g runs faster on the GPU with half-precision features
+// (warp_vertex's half kernel) than in float32 (auto). Measured on the H100 (docs/BENCHMARKS.md,
+// "Half precision"): 1.49-1.73x on the Reddit shape at F = 64..256, but 0.66-0.98x on R-MAT
+// graphs at every F and about 0.67x on the Reddit shape at F = 16, where the rows are too narrow
+// for 16-byte half loads to pay. Callers that may choose (nn::aggregate under --dtype bf16|f16)
+// keep float32 elsewhere. False for graphs on the host (the CPU converts and computes in float32).
+bool half_spmm_pays(const Graph& g, int64_t F);
 
 // `auto`: the tuning cache first (src/tune/auto_cache.cpp; with tune-on-miss enabled a miss is
 // tuned and stored), then the heuristic. Both return a schedule the problem supports.

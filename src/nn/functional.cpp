@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/device.hpp"
+#include "dispatch/registry.hpp"
 #include "nn/nn_cuda.hpp"
 #include "nn/nn_hash.hpp"
 #include "nn/profile.hpp"
@@ -871,7 +872,11 @@ void aggregate(const Graph& g, const Tensor& w, Reduce reduce, const Tensor& x, 
   const std::vector<int64_t> shape{g.n_rows, x.dim(1)};
   if (out.defined() && (out.shape() != shape || out.dtype() != x.dtype() || out.device() != x.device()))
     out = Tensor();
-  if (x.dtype() == DType::f32 && aggregation_dtype() != DType::f32) {
+  // Half traffic where the GPU's half kernel wins (detail::half_spmm_pays: wide rows of regular
+  // graphs); elsewhere float32, faster there and exact. The host keeps the conversion so that
+  // CPU runs show the precision a GPU run has where it does convert.
+  if (x.dtype() == DType::f32 && aggregation_dtype() != DType::f32 &&
+      (!g.device().is_cuda() || spgnn::detail::half_spmm_pays(g, x.dim(1)))) {
     // bfloat16 traffic, float32 accumulation; the graph's float32 weights stay as they are.
     const DType h = aggregation_dtype();
     Tensor& xh = half_buffer(0, x.shape(), h, x.device());

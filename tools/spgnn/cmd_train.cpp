@@ -39,7 +39,7 @@ struct TrainOpts {
   std::string split;
   int64_t eval_every = 1;
   bool tune = false;
-  bool profile = false, train_eps = false, tf32 = false;
+  bool profile = false, train_eps = false, tf32 = false, no_tf32 = false;
   std::string dtype = "f32";
 };
 
@@ -203,7 +203,9 @@ void run_train(const TrainOpts& o) {
   tc.seed = o.seed;
   tc.eval_every = o.eval_every;
   tc.profile = o.profile;
-  tc.allow_tf32 = o.tf32;
+  // Half training takes tensor-core GEMMs too (the "GEMMs on tensor cores"); float32
+  // runs stay exact unless asked.
+  tc.allow_tf32 = o.tf32 || (o.dtype != "f32" && !o.no_tf32);
   tc.aggregation_dtype = o.dtype == "bf16" ? DType::bf16 : o.dtype == "f16" ? DType::f16 : DType::f32;
   tc.options.schedule = parse_schedule(o.strategy);
   // --tune: `auto` tunes each (graph, op, width) the tuning cache does not know yet, once, on
@@ -259,7 +261,7 @@ void run_train(const TrainOpts& o) {
     j["final_train_acc"] = last.train_acc;
     j["ms_per_epoch"] = r.median_ms;
     j["peak_gpu_bytes"] = r.peak_device_bytes;
-    j["tf32"] = o.tf32;
+    j["tf32"] = tc.allow_tf32;
     if (o.dtype == "f16") {
       j["skipped_steps"] = r.skipped_steps;
       j["loss_scale"] = r.loss_scale;
@@ -347,12 +349,16 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--profile", o->profile, "after training, print where an epoch's time goes (medians "
                                          "per phase; CUDA events on the GPU)");
   cmd->add_flag("--train-eps", o->train_eps, "GIN: train eps (PyG's GINConv(train_eps=True))");
-  cmd->add_flag("--tf32", o->tf32, "GPU GEMMs on TF32 tensor cores (faster, ~1e-3 relative error; "
-                                   "off by default, not for FP32 comparisons)");
+  auto* tf32 = cmd->add_flag("--tf32", o->tf32,
+                             "GPU GEMMs on TF32 tensor cores (faster, ~1e-3 relative error); the "
+                             "default with --dtype bf16|f16, off with f32");
+  cmd->add_flag("--no-tf32", o->no_tf32, "float32 GEMMs even with --dtype bf16|f16")
+      ->excludes(tf32);
   cmd->add_option("--dtype", o->dtype,
                   "f32, bf16 or f16: the sum/mean aggregations (GCN, SAGE, GIN) move bfloat16 or "
-                  "float16 with float32 accumulation; weights, GEMMs (add --tf32 for tensor cores), "
-                  "activations and Adam stay float32; GAT and MaxK aggregate in float32. f16 adds "
+                  "float16 with float32 accumulation where that is faster on the GPU (wide rows of "
+                  "regular graphs; float32 elsewhere), GEMMs run on TF32 tensor cores (--no-tf32: "
+                  "float32); weights, activations and Adam stay float32; GAT and MaxK aggregate in float32. f16 adds "
                   "dynamic loss scaling (a step with non-finite gradients is skipped and the scale "
                   "halved)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
