@@ -11,7 +11,10 @@
 # Usage: bench/gpu_suite.sh [graph ...]   (default: all)
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
-RESULTS="${RESULTS:-${OUT:-$ROOT/build}/bench}"
+# Under the device tool ($OUT set) the JSON files travel as one archive ($OUT/bench-json.tgz):
+# only a few files come back from $OUT.
+RESULTS="${RESULTS:-${OUT:+$(mktemp -d)}}"
+RESULTS="${RESULTS:-$ROOT/build/bench}"
 DIMS="${DIMS:-16,32,64,128,256}"
 REPS="${REPS:-20}"
 STRATEGIES="${STRATEGIES:-auto,gnnone}"  # auto: what users get (the summary checks it)
@@ -39,4 +42,5 @@ for g in "${graphs[@]}"; do
   done
 done
 python3 "$ROOT/bench/summarize.py" "$RESULTS"/*.json || status=1
+[ -n "${OUT:-}" ] && tar czf "$OUT/bench-json.tgz" -C "$RESULTS" . && echo "JSON: $OUT/bench-json.tgz"
 exit $status
