@@ -692,7 +692,11 @@ register_autograd(f"{_lib}::cbsr_sspmm", _sspmm_backward, setup_context=_sspmm_s
 # to one dtype before it runs, so that a layer may mix an autocast GEMM's half output with float32
 # parameters or graph weights: the autocast dtype on the CPU (float16/bfloat16 run there in
 # float32 with one rounding per result); on the GPU the autocast dtype for the ops with half
-# kernels (gspmm, gsddmm), float32 for the others.
+# kernels (gspmm, gsddmm), float32 for the others, and float32 for g-SpMMs narrower than
+# C.half_spmm_min_f features, where the GPU's half SpMM is slower than float32 (0.66x at F = 16
+# on the H100; docs/STRATEGIES.md). Only the width decides (not the graph's degrees, as
+# `spgnn train` does): torch.compile runs this on fake tensors, and eager and compiled code must
+# pick the same dtype.
 # The dtype is read at each call, so one registration serves bfloat16 and float16 regions.
 
 _AUTOCAST_OPS = ("gspmm", "gspmm_arg", "gsddmm", "edge_softmax",
@@ -713,9 +717,17 @@ def _cast_floats(value, device_type: str, dtype):
     return value
 
 
-def _autocast_kernel(op, device_type: str, gpu_half_kernels: bool):
+def _gpu_half_pays(name: str, args) -> bool:
+    """On the GPU, whether the op's half kernel is worth its rounding (see above)."""
+    if name in ("gspmm", "gspmm_arg"):
+        _h, op, _reduce, u, e = args[:5]
+        return _spmm_width(op, u, e) >= C.half_spmm_min_f
+    return True
+
+
+def _autocast_kernel(op, name: str, device_type: str, gpu_half_kernels: bool):
     def kernel(_keyset, *args):
-        half = device_type == "cpu" or gpu_half_kernels
+        half = device_type == "cpu" or (gpu_half_kernels and _gpu_half_pays(name, args))
         dtype = torch.get_autocast_dtype(device_type) if half else torch.float32
         with torch.autocast(device_type, enabled=False):
             return op(*_cast_floats(args, device_type, dtype))
@@ -725,8 +737,8 @@ def _autocast_kernel(op, device_type: str, gpu_half_kernels: bool):
 for _name in _AUTOCAST_OPS:
     _op = getattr(torch.ops.spgnn, _name).default
     for _dev, _key in (("cpu", "AutocastCPU"), ("cuda", "AutocastCUDA")):
-        _autocast_lib.impl(_name, _autocast_kernel(_op, _dev, _name in _GPU_HALF_OPS), _key,
-                           with_keyset=True)
+        _autocast_lib.impl(_name, _autocast_kernel(_op, _name, _dev, _name in _GPU_HALF_OPS),
+                           _key, with_keyset=True)
 del _name, _op, _dev, _key
 
 

@@ -95,6 +95,7 @@ NB_MODULE(_C, m) {
   using namespace spgnn::py;
   m.doc() = "spgnn's compiled core (internal; use the spgnn package)";
   m.attr("with_cuda") = bool(SPGNN_WITH_CUDA);
+  m.attr("half_spmm_min_f") = half_spmm_min_width();
 #ifdef SPGNN_VERSION
   m.attr("__version__") = SPGNN_VERSION;
 #endif

@@ -307,9 +307,6 @@ Schedule normalized(OpKind op, Schedule s) {
 constexpr int64_t kTinyNnz = 20000;
 constexpr double kDenseRowDegree = 64;
 constexpr double kRegularCv = 0.5;
-// Narrowest feature width at which the half SpMM beats float32 on regular dense rows (measured
-// at F = 16 and 64; see half_spmm_pays).
-constexpr int64_t kHalfMinF = 64;
 
 bool regular_dense_rows(const DegreeStats& st) {
   return st.avg >= kDenseRowDegree && st.cv < kRegularCv;
@@ -426,7 +423,7 @@ std::string cbsr_schedule_problem(const CbsrProblem& p, const Schedule& s) {
 }
 
 bool half_spmm_pays(const Graph& g, int64_t F) {
-  return g.device().is_cuda() && F >= kHalfMinF && regular_dense_rows(*degree_stats(g));
+  return g.device().is_cuda() && F >= kHalfSpmmMinF && regular_dense_rows(*degree_stats(g));
 }
 
 Schedule heuristic_spmm_schedule(const SpmmProblem& p) {
@@ -671,3 +668,7 @@ std::string validate_cpu_mergepath(const StrategyInfo& info, const Schedule& s, 
 }
 
 }  // namespace spgnn::detail
+
+namespace spgnn {
+int64_t half_spmm_min_width() { return detail::kHalfSpmmMinF; }
+}  // namespace spgnn
