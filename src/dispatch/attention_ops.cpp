@@ -6,7 +6,8 @@
 //     cpu_ref (float64 oracle).
 //   gat_aggregate[_backward]: auto (gat_fused on GPU data, cpu on CPU data), gat_fused (GPU;
 //     parameters warps = warps per block, heavy_deg = rows with more edges are split over several
-//     warps (forward), heads_per_chunk = heads sharing one pass over the edges (forward; 0 = as
+//     warps (forward and backward; unset: 1024 forward; backward 256 or 4x the average
+//     degree, attention_kernels.hpp), heads_per_chunk = heads sharing one pass over the edges (forward; 0 = as
 //     many as one warp pass holds, up to 4), bwd_atomic = 1 to scatter source gradients with
 //     atomics instead of gathering them over the cached transpose), unfused (forward only:
 //     spgnn's own gsddmm -> LeakyReLU -> edge_softmax -> [dropout] -> gspmm, on either device),
@@ -79,6 +80,7 @@ struct Resolved {
   int warps = 4;
   bool bwd_atomic = false;
   int64_t heavy_deg = 1024;
+  bool heavy_deg_set = false;  // else the backward splits at its own default
   int heads_per_chunk = 0;
 };
 
@@ -117,10 +119,16 @@ Resolved resolve(const Schedule& s, const Graph& g, const char* op, bool gat, bo
     for (int64_t v : it->second.first) legal = legal || v == value;
     SPGNN_CHECK(legal, InvalidArgument, op, ": gat_fused parameter '", key, "' = ", value,
                 " is not one of its legal values");
-    if (key == "warps") r.warps = static_cast<int>(value);
-    else if (key == "heavy_deg") r.heavy_deg = value;
-    else if (key == "heads_per_chunk") r.heads_per_chunk = static_cast<int>(value);
-    else r.bwd_atomic = value != 0;
+    if (key == "warps") {
+      r.warps = static_cast<int>(value);
+    } else if (key == "heavy_deg") {
+      r.heavy_deg = value;
+      r.heavy_deg_set = true;
+    } else if (key == "heads_per_chunk") {
+      r.heads_per_chunk = static_cast<int>(value);
+    } else {
+      r.bwd_atomic = value != 0;
+    }
   }
   const bool gpu_only = r.name == "gat_fused" || r.name == "cuda";
   const bool cpu_only = r.name == "cpu" || r.name == "cpu_ref";
@@ -434,7 +442,11 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
     return detail::cpu_gat_backward(p);
   }
 #if SPGNN_WITH_CUDA
-  detail::gat_fused_backward(p, r.warps, r.bwd_atomic);
+  detail::gat_fused_backward(p, r.warps, r.bwd_atomic,
+                             r.heavy_deg_set ? r.heavy_deg
+                                             : detail::gat_bwd_heavy_deg(
+                                                   g.n_rows ? double(g.nnz()) / double(g.n_rows)
+                                                            : 0.0));
 #endif
 }
 

@@ -46,6 +46,15 @@ void run_bench_gat(const GatBenchArgs& o) {
   for (int64_t H : o.heads)
     SPGNN_CHECK(H >= 1 && H <= 1024, InvalidArgument, "--heads: each value must be in 1..1024, got ", H);
   const std::string fused = dev.is_cuda() ? "gat_fused" : "cpu";
+  // --param values go to the fused strategy (forward and both backward variants); the op checks
+  // names and values before any timing.
+  Schedule fused_s;
+  if (!o.params.empty()) {
+    std::string text = fused;
+    for (size_t i = 0; i < o.params.size(); ++i) text += (i ? "," : ":") + o.params[i];
+    fused_s = parse_schedule(text);
+  }
+  fused_s.strategy = fused;
   std::vector<Row> rows;
   bool any_failed = false;
   for (size_t gi = 0; gi < o.graphs.size(); ++gi) {
@@ -92,6 +101,7 @@ void run_bench_gat(const GatBenchArgs& o) {
           Row r = base(s + " fwd");
           OpOptions opt;
           opt.schedule.strategy = s;
+          if (s == fused) opt.schedule = fused_s;
           Tensor out = Tensor::full({host.n_rows, H * F}, DType::f32, NAN, dev);
           Tensor attn = Tensor::full({host.nnz(), H}, DType::f32, NAN, dev);
           auto call = [&] { gat_aggregate(g, feat, el, er, prm, out, attn, opt); };
@@ -116,7 +126,7 @@ void run_bench_gat(const GatBenchArgs& o) {
         if (o.backward) {
           std::vector<std::pair<std::string, OpOptions>> variants;
           OpOptions b0;
-          b0.schedule.strategy = fused;
+          b0.schedule = fused_s;
           variants.push_back({fused + " bwd" + (dev.is_cuda() ? " (gather)" : ""), b0});
           if (dev.is_cuda()) {
             OpOptions b1 = b0;

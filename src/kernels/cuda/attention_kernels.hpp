@@ -22,10 +22,22 @@ void cuda_copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst
 // TLPGNN-style fused GAT (gat_fused.cu). Forward: `warps` = warps per block; rows with more than
 // `heavy_deg` edges are split over several warps; `heads_per_chunk` (0 = as many as one warp
 // pass holds, else 1, 2 or 4) heads share one pass over the edges (see gat_fused.cu). Backward,
-// a warp per vertex: atomic = false gathers source gradients over p.gt / p.perm (one warp per
-// source, no atomics); atomic = true scatters them with atomics from the destination rows (no
+// a warp per vertex, rows with more than `heavy_deg` edges (of the graph, and of the transpose)
+// split over several warps: atomic = false gathers source gradients over p.gt / p.perm (one warp
+// per source); atomic = true scatters them with atomics from the destination rows (no
 // transpose needed; p.gt may be null).
 void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_chunk);
-void gat_fused_backward(const GatProblem& p, int warps, bool atomic);
+void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg);
+// The backward's split threshold when the schedule sets none (the forward's is 1024): 256, or
+// the next power of two >= 4x the average degree, so only rows far above the average split.
+// H100, F = 32: kron21 (average 15.5, max 62,045) at 256 against 1024, H = 4: 32.2 -> 27.7 ms
+// (gather), 29.1 -> 23.6 ms (atomic); Reddit-shaped (average ~490, every row ~490 edges) at 256
+// took 22.0 ms at H = 1 against 12.2 unsplit (each row's sums through atomics).
+constexpr int64_t kGatBwdHeavyDeg = 256;
+inline int64_t gat_bwd_heavy_deg(double avg_degree) {
+  int64_t d = kGatBwdHeavyDeg;
+  while (double(d) < 4.0 * avg_degree) d *= 2;
+  return d;
+}
 
 }  // namespace spgnn::detail

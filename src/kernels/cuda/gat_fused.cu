@@ -19,8 +19,10 @@
 //     d_z_e = a_e (d_a_e - t) * leaky_relu'(z_e), store it per edge and sum it into grad_er[v,h];
 //   kernel 2, warp per source u over the transposed graph (built once per graph structure by the
 //     front door and cached): grad_el[u,h] = sum d_z and grad_feat[u,h] = sum a_e' grad_out[v,h]
-//     over u's out-edges, read through the transpose's edge permutation. No atomics, and the
-//     result does not depend on scheduling.
+//     over u's out-edges, read through the transpose's edge permutation.
+//   Rows (of either side) with more than heavy_deg edges are cut into segments, a warp each,
+//     whose sums are added with atomics (the "backward" section below); every other row's
+//     result is stored by one warp and does not depend on scheduling.
 //   atomic = true instead scatters a_e' grad_out[v] and d_z from kernel 1 with (vector) atomics
 //     (no transpose; a measured alternative, see `spgnn bench gat`).
 #include <cuda_runtime.h>
@@ -85,7 +87,13 @@ struct GatArgs {
   float* grad_feat;
   float* grad_el;
   float* grad_er;
-  float* dz;  // backward scratch [nnz, H]: d_a, then d_z
+  float* dz;    // backward scratch [nnz, H]: d_a, then d_z
+  float* tbuf;  // backward scratch [n_rows, H]: t of the split rows
+  // Split rows (backward): rows with more than heavy_deg edges, cut into n_seg segments of
+  // seg_len edges (FwdSchedule of the graph walked).
+  const int64_t* __restrict__ seg_row;
+  const int64_t* __restrict__ seg_begin;
+  int64_t n_seg, seg_len, heavy_deg;
   int64_t n;  // rows walked
   int64_t H, F, W;
   int nv;      // vectors per head row (F / V)
@@ -432,65 +440,84 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_attn_kernel(const 
   }
 }
 
-// Backward kernel 1 (per destination row): d_a, the softmax and LeakyReLU backward, grad_er.
-// kAtomic also scatters grad_feat and grad_el (which the launcher zeroed first).
+// ---- backward ------------------------------------------------------------------------------
+// Rows with more than heavy_deg edges are cut into the forward's segments (FwdSchedule, seg_len
+// edges each, a warp per segment) on both sides. One warp walking a whole row serialises it: on
+// kron21 (max degree 62,045) a hub's warp took ~15,500 dependent steps of 4 edges while the rest
+// of the grid had long finished (backward 24.7 ms at H = 1 against a 1.9 ms forward; 5.9 ms
+// split, H100). The threshold: attention_kernels.hpp. A split row's sums (t, grad_er,
+// and on the source side grad_el and grad_feat) are added with atomics into zeros that the
+// row's own warp in the rows pass wrote first; whole rows store theirs and stay deterministic.
+//
+// Destination side, per head h of row v: d_a_e = grad_out[v,h]·feat[u,h] (times the dropout
+// factor), t = sum_row a_e d_a_e, then d_z_e = a_e (d_a_e - t) * leaky_relu'(z_e) and
+// grad_er[v,h] = sum_row d_z_e. `part` (uniform over the grid):
+//   kRows      a warp per row; heavy (and empty) rows only zero their grad_er;
+//   kSegSums   a warp per heavy segment: d_a stored, its share of t added into tbuf[v,h];
+//   kSegGrads  a warp per heavy segment: d_z from the row's whole t, its share of grad_er added.
+constexpr int kRows = 0, kSegSums = 1, kSegGrads = 2;
+
+// A group of G lanes per edge, one edge at a time: batching kUnroll edges per group (their
+// feature loads in flight together) was slower on the H100 at F = 32 (kron21 H = 1 gather 8.3 vs
+// 6.0 ms, Reddit-shaped 12.2 vs 10.0 ms): the registers it takes cost more warps than it hides.
 template <class I, int V, bool kAtomic>
-__global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_rows_kernel(const GatArgs<I> a) {
-  const int lane = threadIdx.x & 31;
-  const int64_t v = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (v >= a.n) return;
-  const int64_t b = a.rowptr[v], e = a.rowptr[v + 1];
-  if (b == e) {
-    for (int64_t h = lane; h < a.H; h += 32) a.grad_er[v * a.H + h] = 0.f;
-    return;
-  }
+__device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int64_t v,
+                                              int64_t b, int64_t e, int lane) {
   const int G = 1 << a.g_log2, NG = 32 >> a.g_log2;
   const int grp = lane >> a.g_log2, gl = lane & (G - 1);
   // The lanes of one group walk the same edges, so group-wide shuffles need only their mask.
   const unsigned gmask = G == 32 ? kFullMask : ((1u << G) - 1u) << (grp * G);
   const float* gv = a.grad_out + v * a.W;
   for (int64_t h = 0; h < a.H; ++h) {
-    const float erv = __ldg(a.er + v * a.H + h);
     float t = 0.f;
-    for (int64_t j = b + grp; j < e; j += NG) {
-      const int64_t u = __ldg(a.col + j);
-      float d = 0.f;
-      for (int pass = 0; pass < a.passes; ++pass) {
-        const int vi = pass * G + gl;
-        if (vi < a.nv) {
-          const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
-          float x[V], y[V];
-          ldg_vec<V>(x, a.feat + u * a.W + foff);
-          ldg_vec<V>(y, gv + foff);
+    if (part != kSegGrads) {
+      for (int64_t j = b + grp; j < e; j += NG) {
+        const int64_t u = __ldg(a.col + j);
+        float d = 0.f;
+        for (int pass = 0; pass < a.passes; ++pass) {
+          const int vi = pass * G + gl;
+          if (vi < a.nv) {
+            const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
+            float x[V], y[V];
+            ldg_vec<V>(x, a.feat + u * a.W + foff);
+            ldg_vec<V>(y, gv + foff);
 #pragma unroll
-          for (int q = 0; q < V; ++q) d = fmaf(x[q], y[q], d);
+            for (int q = 0; q < V; ++q) d = fmaf(x[q], y[q], d);
+          }
+        }
+        for (int off = G >> 1; off; off >>= 1) d += __shfl_xor_sync(gmask, d, off);
+        const float mask = drop_factor(a, j, h);
+        d *= mask;
+        const float aj = __ldg(a.attn_in + j * a.H + h);
+        t = fmaf(aj, d, t);
+        if (gl == 0) a.dz[j * a.H + h] = d;
+        if constexpr (kAtomic) {
+          const float w = aj * mask;
+          if (w != 0.f)
+            for (int pass = 0; pass < a.passes; ++pass) {
+              const int vi = pass * G + gl;
+              if (vi < a.nv) {
+                const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
+                float y[V];
+                ldg_vec<V>(y, gv + foff);
+#pragma unroll
+                for (int q = 0; q < V; ++q) y[q] *= w;
+                gnnone::atomic_add_vec<V>(a.grad_feat + u * a.W + foff, y);
+              }
+            }
         }
       }
-      for (int off = G >> 1; off; off >>= 1) d += __shfl_xor_sync(gmask, d, off);
-      const float mask = drop_factor(a, j, h);
-      d *= mask;
-      const float aj = __ldg(a.attn_in + j * a.H + h);
-      t = fmaf(aj, d, t);
-      if (gl == 0) a.dz[j * a.H + h] = d;
-      if constexpr (kAtomic) {
-        const float w = aj * mask;
-        if (w != 0.f)
-          for (int pass = 0; pass < a.passes; ++pass) {
-            const int vi = pass * G + gl;
-            if (vi < a.nv) {
-              const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
-              float y[V];
-              ldg_vec<V>(y, gv + foff);
-#pragma unroll
-              for (int q = 0; q < V; ++q) y[q] *= w;
-              gnnone::atomic_add_vec<V>(a.grad_feat + u * a.W + foff, y);
-            }
-          }
+      // Every lane of a group holds the group's t; summing across groups counts each edge once.
+      for (int off = 16; off >= G; off >>= 1) t += __shfl_xor_sync(kFullMask, t, off);
+      if (part == kSegSums) {
+        if (lane == 0) atomicAdd(a.tbuf + v * a.H + h, t);
+        continue;
       }
+      __syncwarp();  // d_a stored by one lane per group is read below by another lane
+    } else {
+      t = a.tbuf[v * a.H + h];  // the whole row's, summed by the previous launch
     }
-    // Every lane of a group holds the group's t; summing across groups counts each edge once.
-    for (int off = 16; off >= G; off >>= 1) t += __shfl_xor_sync(kFullMask, t, off);
-    __syncwarp();  // d_a stored by one lane per group is read below by another lane
+    const float erv = __ldg(a.er + v * a.H + h);
     float ger = 0.f;
     for (int64_t j = b + lane; j < e; j += 32) {
       const int64_t u = __ldg(a.col + j);
@@ -501,20 +528,62 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_rows_kernel(const
       else a.dz[j * a.H + h] = dzv;
     }
     ger = attention::warp_sum(ger);
-    if (lane == 0) a.grad_er[v * a.H + h] = ger;
+    if (lane == 0) {
+      if (part == kRows) a.grad_er[v * a.H + h] = ger;
+      else atomicAdd(a.grad_er + v * a.H + h, ger);
+    }
   }
 }
 
-// Backward kernel 2 (per source u, over the transposed graph): gathers grad_el and grad_feat.
-// Here rowptr/col are the transpose's and col[t] is the destination v of edge perm[t].
-template <class I, int V>
-__global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(const GatArgs<I> a) {
+// Backward kernel 1 (destination side, see above). kAtomic also scatters grad_feat and grad_el
+// (which the launcher zeroed first).
+template <class I, int V, bool kAtomic>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_rows_kernel(const GatArgs<I> a,
+                                                                           int part) {
   const int lane = threadIdx.x & 31;
-  const int64_t u = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (u >= a.n) return;
-  const int64_t b = a.rowptr[u], e = a.rowptr[u + 1];
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  int64_t v, b, e;
+  if (part == kRows) {
+    if (w >= a.n) return;
+    v = w;
+    b = a.rowptr[v];
+    e = a.rowptr[v + 1];
+    if (b == e || e - b > a.heavy_deg) {  // empty: zero gradient; heavy: its segments add
+      for (int64_t h = lane; h < a.H; h += 32) a.grad_er[v * a.H + h] = 0.f;
+      return;
+    }
+  } else {
+    if (w >= a.n_seg) return;
+    v = a.seg_row[w];
+    b = a.seg_begin[w];
+    e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
+  }
+  bwd_dst_range<I, V, kAtomic>(a, part, v, b, e, lane);
+}
+
+// Backward kernel 2 (per source u, over the transposed graph): gathers grad_el and grad_feat.
+// Here rowptr/col are the transpose's and col[t] is the destination v of edge perm[t]. `split`:
+// a warp per heavy segment of the transpose, adding into the zeros its row's warp wrote.
+template <class I, int V>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(const GatArgs<I> a,
+                                                                              bool split) {
+  const int lane = threadIdx.x & 31;
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  int64_t u, b, e;
+  if (!split) {
+    if (w >= a.n) return;
+    u = w;
+    b = a.rowptr[u];
+    e = a.rowptr[u + 1];
+  } else {
+    if (w >= a.n_seg) return;
+    u = a.seg_row[w];
+    b = a.seg_begin[w];
+    e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[u + 1]));
+  }
   float* gfu = a.grad_feat + u * a.W;
-  if (b == e) {  // a vertex that is no one's source gets zero gradients
+  // A vertex that is no one's source gets zero gradients; a heavy one starts from zero.
+  if (!split && (b == e || e - b > a.heavy_deg)) {
     for (int64_t c = lane; c < a.W; c += 32) gfu[c] = 0.f;
     for (int64_t h = lane; h < a.H; h += 32) a.grad_el[u * a.H + h] = 0.f;
     return;
@@ -522,20 +591,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
   const int G = 1 << a.g_log2, NG = 32 >> a.g_log2;
   const int grp = lane >> a.g_log2, gl = lane & (G - 1);
   for (int64_t h = 0; h < a.H; ++h) {
+    // grad_el's sum of d_z rides in the first feature pass: each group adds the d_z of its
+    // edges (every lane of a group the same), instead of a separate walk over the edges
+    // (H100, F = 32, H = 1: kron21 6.13 -> 5.99 ms, Reddit-shaped 10.79 -> 10.02 ms).
     float s = 0.f;
-    for (int64_t t = b + lane; t < e; t += 32) s += __ldg(a.dz + __ldg(a.perm + t) * a.H + h);
-    s = attention::warp_sum(s);
-    if (lane == 0) a.grad_el[u * a.H + h] = s;
     for (int pass = 0; pass < a.passes; ++pass) {
       const int vi = pass * G + gl;
       const bool ok = vi < a.nv;
+      const bool first = pass == 0;
       const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
       float acc[V];
       zero_vec(acc);
       int64_t t = b + grp;
       for (; t + (kUnroll - 1) * NG < e; t += kUnroll * NG) {
         int64_t j[kUnroll], dst[kUnroll];
-        float y[kUnroll][V], w[kUnroll];
+        float y[kUnroll][V], wt[kUnroll], dzv[kUnroll];
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k) {
           j[k] = __ldg(a.perm + t + k * NG);
@@ -545,26 +615,39 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
         for (int k = 0; k < kUnroll; ++k) {
           if (ok) ldg_vec<V>(y[k], a.grad_out + dst[k] * a.W + foff);
           else zero_vec(y[k]);
-          w[k] = __ldg(a.attn_in + j[k] * a.H + h) * drop_factor(a, j[k], h);
+          wt[k] = __ldg(a.attn_in + j[k] * a.H + h) * drop_factor(a, j[k], h);
+          dzv[k] = first ? __ldg(a.dz + j[k] * a.H + h) : 0.f;
         }
 #pragma unroll
-        for (int k = 0; k < kUnroll; ++k)
+        for (int k = 0; k < kUnroll; ++k) {
+          s += dzv[k];
 #pragma unroll
-          for (int q = 0; q < V; ++q) acc[q] = fmaf(w[k], y[k][q], acc[q]);
+          for (int q = 0; q < V; ++q) acc[q] = fmaf(wt[k], y[k][q], acc[q]);
+        }
       }
       for (; t < e; t += NG) {
         const int64_t j = __ldg(a.perm + t), dst = __ldg(a.col + t);
         float y[V];
         if (ok) ldg_vec<V>(y, a.grad_out + dst * a.W + foff);
         else zero_vec(y);
-        const float w = __ldg(a.attn_in + j * a.H + h) * drop_factor(a, j, h);
+        const float wt = __ldg(a.attn_in + j * a.H + h) * drop_factor(a, j, h);
+        if (first) s += __ldg(a.dz + j * a.H + h);
 #pragma unroll
-        for (int q = 0; q < V; ++q) acc[q] = fmaf(w, y[q], acc[q]);
+        for (int q = 0; q < V; ++q) acc[q] = fmaf(wt, y[q], acc[q]);
       }
 #pragma unroll
       for (int q = 0; q < V; ++q)
         for (int off = 16; off >= G; off >>= 1) acc[q] += __shfl_xor_sync(kFullMask, acc[q], off);
-      if (grp == 0 && ok) st_vec<V>(gfu + foff, acc);
+      if (grp == 0 && ok) {
+        if (split) gnnone::atomic_add_vec<V>(gfu + foff, acc);
+        else st_vec<V>(gfu + foff, acc);
+      }
+    }
+    // The groups' sums (each group's lanes agree) add to the row's.
+    for (int off = 16; off >= G; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
+    if (lane == 0) {
+      if (split) atomicAdd(a.grad_el + u * a.H + h, s);
+      else a.grad_el[u * a.H + h] = s;
     }
   }
 }
@@ -790,26 +873,50 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
   }
 }
 
+template <class I>
+void set_segments(GatArgs<I>& a, const FwdSchedule& s) {
+  a.n_seg = s.n_seg;
+  a.seg_len = s.seg_len;
+  a.seg_row = s.n_heavy ? s.seg_row.data<int64_t>() : nullptr;
+  a.seg_begin = s.n_heavy ? s.seg_begin.data<int64_t>() : nullptr;
+}
+
 template <class I, int V>
-void backward_v(GatArgs<I> a, const GatProblem& p, int warps, bool atomic, cudaStream_t st) {
-  if (atomic) {
-    gat_backward_rows_kernel<I, V, true><<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a);
-    SPGNN_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  gat_backward_rows_kernel<I, V, false><<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a);
+void backward_v(GatArgs<I> a, const GatProblem& p, int warps, bool atomic, int64_t heavy_deg,
+                cudaStream_t st) {
+  const std::shared_ptr<FwdSchedule> s = fwd_schedule<I>(*p.g, heavy_deg);
+  set_segments(a, *s);
+  auto kernel = atomic ? gat_backward_rows_kernel<I, V, true> : gat_backward_rows_kernel<I, V, false>;
+  kernel<<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, kRows);
   SPGNN_CUDA_CHECK_LAUNCH();
+  if (s->n_heavy) {
+    SPGNN_CUDA_CHECK(cudaMemsetAsync(a.tbuf, 0, static_cast<size_t>(a.n * a.H) * sizeof(float),
+                                     st));
+    for (int part : {kSegSums, kSegGrads}) {
+      kernel<<<blocks_for(s->n_seg, warps), warps * 32, 0, st>>>(a, part);
+      SPGNN_CUDA_CHECK_LAUNCH();
+    }
+  }
+  if (atomic) return;
   const Graph& gt = *p.gt;
+  const std::shared_ptr<FwdSchedule> st_t = fwd_schedule<I>(gt, heavy_deg);
+  set_segments(a, *st_t);
   a.rowptr = gt.rowptr.data<I>();
   a.col = gt.col.data<I>();
   a.perm = p.perm->data<int64_t>();
   a.n = gt.n_rows;
-  gat_backward_sources_kernel<I, V><<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a);
+  gat_backward_sources_kernel<I, V><<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, false);
   SPGNN_CUDA_CHECK_LAUNCH();
+  if (st_t->n_heavy) {
+    gat_backward_sources_kernel<I, V><<<blocks_for(st_t->n_seg, warps), warps * 32, 0, st>>>(
+        a, true);
+    SPGNN_CUDA_CHECK_LAUNCH();
+  }
 }
 
 template <class I>
-void backward(const GatProblem& p, int warps, bool atomic, float* dz, cudaStream_t st) {
+void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, float* dz,
+              cudaStream_t st) {
   const void* ptrs[3] = {p.feat->data<float>(), p.grad_out->data<float>(),
                          p.grad_feat->data<float>()};
   const gnnone::Geometry geo = gnnone::make_geometry(p.F, true, ptrs, 3);
@@ -820,10 +927,12 @@ void backward(const GatProblem& p, int warps, bool atomic, float* dz, cudaStream
   a.grad_el = p.grad_el->data<float>();
   a.grad_er = p.grad_er->data<float>();
   a.dz = dz;
+  a.tbuf = dz + p.g->nnz() * p.H;
+  a.heavy_deg = heavy_deg;
   switch (geo.V) {
-    case 4: backward_v<I, 4>(a, p, warps, atomic, st); break;
-    case 2: backward_v<I, 2>(a, p, warps, atomic, st); break;
-    default: backward_v<I, 1>(a, p, warps, atomic, st); break;
+    case 4: backward_v<I, 4>(a, p, warps, atomic, heavy_deg, st); break;
+    case 2: backward_v<I, 2>(a, p, warps, atomic, heavy_deg, st); break;
+    default: backward_v<I, 1>(a, p, warps, atomic, heavy_deg, st); break;
   }
 }
 
@@ -851,8 +960,10 @@ void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg, int he
   else forward<int32_t>(p, warps, heavy_deg, heads_per_chunk, st);
 }
 
-void gat_fused_backward(const GatProblem& p, int warps, bool atomic) {
+void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg) {
   check_warps(warps);
+  SPGNN_CHECK(heavy_deg >= 4, InvalidArgument, "gat_fused: heavy_deg must be >= 4, got ",
+              heavy_deg);
   const Graph& g = *p.g;
   gnnone::DeviceGuard guard(g.device().index);
   const cudaStream_t st = as_stream(p.stream);
@@ -868,9 +979,10 @@ void gat_fused_backward(const GatProblem& p, int warps, bool atomic) {
     zero_async(*p.grad_feat, st);
     zero_async(*p.grad_el, st);
   }
-  StreamScratch dz(static_cast<size_t>(g.nnz() * p.H) * sizeof(float), st);
-  if (g.index_dtype() == DType::i64) backward<int64_t>(p, warps, atomic, dz.get(), st);
-  else backward<int32_t>(p, warps, atomic, dz.get(), st);
+  // d_a / d_z per edge, then t per row (split rows only)
+  StreamScratch dz(static_cast<size_t>((g.nnz() + g.n_rows) * p.H) * sizeof(float), st);
+  if (g.index_dtype() == DType::i64) backward<int64_t>(p, warps, atomic, heavy_deg, dz.get(), st);
+  else backward<int32_t>(p, warps, atomic, heavy_deg, dz.get(), st);
 }
 
 }  // namespace spgnn::detail
