@@ -509,13 +509,17 @@ def test_gspmm_gsddmm_half_precision_on_the_gpu(gen, dtype):
         assert agg.dtype == (dtype if F >= spgnn._C.half_spmm_min_f else torch.float32), F
         assert dots.dtype == dtype
         assert rel_err(agg, ops.gspmm(gc, "copy_u", "sum", xa)) < HALF_TOL[dtype], F
-    # Layers under autocast give the autocast dtype (their GEMMs do) either way.
-    x = randn(gen, n, 16, device="cuda")
-    layer = spgnn.nn.SAGEConv(16, 8).cuda()
-    with torch.autocast("cuda", dtype=dtype):
-        y = layer(x, ei.cuda())
-    assert y.dtype == dtype
-    assert rel_err(y, layer(x, ei.cuda())) < 4 * HALF_TOL[dtype]
+    # A layer's output has its last op's dtype, as with torch's own float32-policy ops:
+    # SAGEConv(16, 8) aggregates its 8 transformed columns in float32 (narrow) and adds the root
+    # term's half GEMM, so float32; SAGEConv(64, 96) aggregates 64 input columns in half, then
+    # both GEMMs run in half.
+    for F_in, F_out, want in ((16, 8, torch.float32), (64, 96, dtype)):
+        x = randn(gen, n, F_in, device="cuda")
+        layer = spgnn.nn.SAGEConv(F_in, F_out).cuda()
+        with torch.autocast("cuda", dtype=dtype):
+            y = layer(x, ei.cuda())
+        assert y.dtype == want, (F_in, F_out)
+        assert rel_err(y, layer(x, ei.cuda())) < 4 * HALF_TOL[dtype], (F_in, F_out)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
