@@ -17,10 +17,12 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "dispatch/registry.hpp"
+#include "kernels/cbsr_shape.hpp"
 #include "spgnn/ops.hpp"
 #include "spgnn/tune.hpp"
 #include "test_util.hpp"
@@ -285,37 +287,114 @@ TEST_F(Tune, CbsrValidityRulesMirrorTheLaunchers) {
   EXPECT_TRUE(same_as(rule(fwd, full(2, 64, 4, 1, 0), 32, 8192, 16, 1000), "private_rows=0"));
   EXPECT_EQ(rule(fwd, full(4, 64, 4, 0, 0), 32, 8192, 16, 1000), "");
   EXPECT_TRUE(same_as(rule(fwd, full(16, 64, 4, 0, 0), 32, 8192, 16, 1000), "warps=4"));
-  // The backward ignores private_rows; lean blocks need shared-memory rows.
+  // The backward ignores private_rows; in its segment form lean blocks need shared-memory rows.
   EXPECT_TRUE(same_as(rule(bwd, full(8, 64, 4, 1, 0), 32, 256, 16, 1000), "private_rows=0"));
-  auto no_smem = full(8, 64, 4, 0, 40);
+  auto with_flat = [](std::map<std::string, int64_t> p, int64_t flat) {
+    p["flat"] = flat;
+    return p;
+  };
+  auto no_smem = with_flat(full(8, 64, 4, 0, 40), 0);
   no_smem["smem_buffer"] = 0;
   EXPECT_TRUE(same_as(rule(bwd, no_smem, 32, 256, 16, 1000), "regs=0"));
-  EXPECT_EQ(rule(bwd, full(8, 64, 4, 0, 40), 32, 256, 16, 1000), "");
+  EXPECT_EQ(rule(bwd, with_flat(full(8, 64, 4, 0, 40), 0), 32, 256, 16, 1000), "");
 
-  // The declared space: private_rows is tuned in the forward only, smem_buffer never.
+  // The backward's flat form (edge chunks, rows read from global memory): smem_buffer changes
+  // nothing, regs applies without shared rows (lean blocks still cap warps at 8), and a chunk
+  // longer than every row is still its own launch.
+  auto flat = [&](std::map<std::string, int64_t> p) { return with_flat(std::move(p), 1); };
+  auto flat_smem = flat(full(8, 64, 4, 0, 0));
+  flat_smem["smem_buffer"] = 1;
+  EXPECT_TRUE(same_as(rule(bwd, flat_smem, 32, 256, 16, 1000), "smem_buffer=0"));
+  flat_smem["smem_buffer"] = 0;
+  EXPECT_EQ(rule(bwd, flat_smem, 32, 256, 16, 1000), "");
+  EXPECT_EQ(rule(bwd, flat(full(8, 64, 4, 0, 40)), 32, 256, 16, 1000), "");
+  flat_smem["regs"] = 40;
+  EXPECT_EQ(rule(bwd, flat_smem, 32, 256, 16, 1000), "");
+  EXPECT_TRUE(same_as(rule(bwd, flat(full(16, 64, 4, 0, 40)), 32, 256, 16, 1000), "warps=8"));
+  EXPECT_EQ(rule(bwd, flat(full(16, 64, 4, 0, 0)), 32, 256, 16, 1000), "");
+  EXPECT_EQ(rule(bwd, flat(full(8, 4096, 4, 0, 0)), 32, 256, 50, 100), "");
+  EXPECT_TRUE(same_as(rule(bwd, with_flat(full(8, 4096, 4, 0, 0), 0), 32, 256, 50, 100),
+                      "segment=128"));
+  EXPECT_TRUE(same_as(rule(bwd, flat(full(8, 64, 4, 0, 0)), 6, 256, 16, 1000), "vec=2"));
+  // Unset, flat follows the average degree and k: kron21-like rows take chunks (smem_buffer then
+  // changes nothing), Reddit-like rows keep the segments (shared rows) above k = 16.
+  EXPECT_TRUE(detail::cbsr::sspmm_flat(-1, 16.0, 64));
+  EXPECT_FALSE(detail::cbsr::sspmm_flat(-1, 64.0, 32));
+  EXPECT_FALSE(detail::cbsr::sspmm_flat(-1, 490.0, 32));
+  EXPECT_TRUE(detail::cbsr::sspmm_flat(-1, 490.0, 16));
+  EXPECT_TRUE(detail::cbsr::sspmm_flat(-1, 490.0, 8));
+  EXPECT_FALSE(detail::cbsr::sspmm_flat(0, 16.0, 8));
+  EXPECT_TRUE(detail::cbsr::sspmm_flat(1, 490.0, 64));
+  EXPECT_TRUE(same_as(rule(bwd, {{"smem_buffer", 1}}, 32, 256, 16, 1000), "smem_buffer=0"));
+  EXPECT_EQ(rule(bwd, {{"smem_buffer", 1}}, 32, 256, 490, 600), "");
+  // The forward ignores flat.
+  EXPECT_TRUE(same_as(rule(fwd, flat(full(8, 64, 4, 1, 0)), 32, 256, 16, 1000), "flat=0"));
+  EXPECT_EQ(rule(fwd, with_flat(full(8, 64, 4, 1, 0), 0), 32, 256, 16, 1000), "");
+
+  // The declared space: private_rows is tuned in the forward only, flat in the backward only,
+  // smem_buffer never.
   for (OpKind op : {fwd, bwd}) {
     std::vector<tune::SpaceStrategy> strategies{{"gpu", {}}};
+    std::vector<std::string> names;
     for (const auto& spec : detail::cbsr_gpu_params(op))
-      if (spec.tunable) strategies[0].params.push_back(spec);
-    EXPECT_EQ(strategies[0].params.size(), op == fwd ? 5u : 4u);
+      if (spec.tunable) {
+        strategies[0].params.push_back(spec);
+        names.push_back(spec.name);
+      }
+    const std::vector<std::string> want =
+        op == fwd ? std::vector<std::string>{"warps", "segment", "vec", "private_rows", "regs"}
+                  : std::vector<std::string>{"warps", "segment", "vec", "regs", "flat"};
+    EXPECT_EQ(names, want);
     const tune::Space space(op, strategies, [&](const Schedule& s) {
       return detail::validate_cbsr(StrategyInfo{"gpu", op, DeviceType::cuda, "",
                                                 detail::cbsr_gpu_params(op)},
                                    s, op, 32, 256, 490, 600);
     });
-    // Reddit-like rows (490 on average, at most 600): segments from 1024 on are one.
-    EXPECT_EQ(space.size(), op == fwd ? 5u * 12 * 3 * 2 * 2 : 5u * 12 * 3 * 2);
-    EXPECT_LT(space.valid_count(), space.size() / 2);
+    EXPECT_EQ(space.size(), 5u * 12 * 3 * 2 * 2);
     EXPECT_GT(space.valid_count(), 20u);
+    size_t segment_valid = 0, segment_points = 0;
     for (size_t i = 0; i < space.size(); ++i) {
+      const Schedule s = space.schedule(i);
+      // Reddit-like rows (490 on average, at most 600): segments from 1024 on are one; the
+      // backward's chunks (flat=1) of any length are launches of their own.
+      const bool chunks = op == bwd && s.params.at("flat") == 1;
+      if (!chunks) ++segment_points;
       if (space.valid(i)) {
-        EXPECT_LE(space.schedule(i).params.at("segment"), 1024);
+        if (!chunks) {
+          ++segment_valid;
+          EXPECT_LE(s.params.at("segment"), 1024);
+        }
         continue;
       }
       EXPECT_EQ(space.invalid_reason(i).rfind("same as ", 0), 0u) << space.invalid_reason(i);
       EXPECT_TRUE(space.nearest_valid(i).has_value());
     }
+    EXPECT_LT(segment_valid, segment_points / 2);
+    if (op == bwd) {
+      // Chunks: every warps x segment x vec x regs point but lean blocks of 16 warps.
+      EXPECT_EQ(space.valid_count() - segment_valid, 12u * 3 * (5 + 4));
+    }
   }
+  // Of each group of schedules that launch alike, exactly one is valid (kron21-like rows, k
+  // without float4 lanes on Reddit-like rows, rows too wide for private rows).
+  for (OpKind op : {fwd, bwd})
+    for (auto [k, F, avg, max_deg] : std::vector<std::tuple<int64_t, int64_t, double, int64_t>>{
+             {32, 256, 16, 1000}, {6, 256, 490, 600}, {32, 8192, 16, 1000}}) {
+      const StrategyInfo info{"gpu", op, DeviceType::cuda, "", detail::cbsr_gpu_params(op)};
+      std::vector<tune::SpaceStrategy> strategies{{"gpu", {}}};
+      for (const auto& spec : info.params)
+        if (spec.tunable) strategies[0].params.push_back(spec);
+      const tune::Space space(op, strategies, [&, k = k, F = F, avg = avg,
+                                               max_deg = max_deg](const Schedule& s) {
+        return detail::validate_cbsr(info, s, op, k, F, avg, max_deg);
+      });
+      std::map<std::string, size_t> valid_per_launch;
+      for (size_t i = 0; i < space.size(); ++i)
+        valid_per_launch[detail::cbsr_launch_str(space.schedule(i), op, k, F, avg, max_deg)] +=
+            space.valid(i);
+      for (const auto& [launch, valid] : valid_per_launch)
+        EXPECT_EQ(valid, 1u) << op_kind_name(op) << " k=" << k << " F=" << F << ": " << launch;
+    }
 }
 
 // ---- search core (synthetic landscapes, no timing) ---------------------------------------------

@@ -8,7 +8,7 @@
 //   cpu      OpenMP
 //   gpu      CUDA kernels (maxk.cu, cbsr_spgemm.cu, cbsr_sspmm.cu)
 // Only the CBSR products' `gpu` takes parameters, declared in the registry (OpKind::cbsr_spgemm
-// and cbsr_sspmm in src/dispatch/registry.cpp: warps, segment, vec, private_rows, regs,
+// and cbsr_sspmm in src/dispatch/registry.cpp: warps, segment, vec, private_rows, regs, flat,
 // smem_buffer), which `spgnn tune --op cbsr_spgemm|cbsr_sspmm` searches.
 #include <cstdint>
 #include <string>
@@ -94,6 +94,7 @@ detail::CbsrParams cbsr_params(const Schedule& s) {
   if (auto it = s.params.find("vec"); it != s.params.end()) p.vec = it->second;
   if (auto it = s.params.find("private_rows"); it != s.params.end()) p.private_rows = it->second;
   if (auto it = s.params.find("regs"); it != s.params.end()) p.regs = it->second;
+  if (auto it = s.params.find("flat"); it != s.params.end()) p.flat = it->second;
   return p;
 }
 #endif

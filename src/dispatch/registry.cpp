@@ -190,7 +190,8 @@ std::vector<CbsrEntry> make_cbsr_registry(OpKind op) {
                 fwd ? "MaxK-GNN row-wise SpGEMM: a warp per segment of a row's edges, lane groups "
                       "over the kept values, shared-memory accumulation rows"
                     : "MaxK-GNN outer-product SSpMM: a warp per segment, d_out rows staged in "
-                      "shared memory, results added to the kept values atomically",
+                      "shared memory (or a warp per chunk of edges on short rows), results added "
+                      "to the kept values atomically",
                 cbsr_gpu_params(op)},
                &needs_gpu<CbsrProblem>, &cbsr_valid});
 #endif
@@ -242,7 +243,8 @@ std::vector<ParamSpec> cbsr_gpu_params(OpKind op) {
            "warps per block; fewer when the block's shared-memory rows would pass 96 KB"},
           {"segment", segments, 256,
            "edges per warp segment (a longer row is split, its output combined atomically); "
-           "unset: the next power of two >= 4 x the average degree, in 64..4096"},
+           "unset: the next power of two >= 4 x the average degree, in 64..4096" +
+               std::string(fwd ? "" : "; with flat=1, edges per warp chunk (unset: 256)")},
           {"vec", {1, 2, 4}, 4,
            "values per lane and load (capped by k's divisibility); unset: 4"
            + std::string(fwd ? ", or 1 when the average degree is < 64 and k <= 32" : "")},
@@ -255,7 +257,13 @@ std::vector<ParamSpec> cbsr_gpu_params(OpKind op) {
            "40 = blocks of <= 8 warps at 40 registers per thread, 0 = up to 64" +
                std::string(fwd ? "; unset: 40 with private rows on short rows (average degree "
                                  "< 64) and scalar lanes"
-                               : "")},
+                               : "; row segments (flat=0) take it only with shared-memory rows")},
+          {"flat", {0, 1}, 1,
+           fwd ? "the backward's split of the edges; the forward ignores it (not tuned)"
+               : "1 = a warp per chunk of `segment` consecutive edges, whatever their rows, d_out "
+                 "read from global memory (no staged rows); 0 = a warp per row segment; unset: 1 "
+                 "when the average degree is < 64 or k <= 16",
+           !fwd},
           {"smem_buffer", {0, 1}, 1,
            "ablation (not tuned): 0 = accumulate in global memory instead of shared-memory rows",
            false}};
@@ -566,21 +574,25 @@ namespace {
 // What the CBSR launchers do with a schedule (the decisions of run() in cbsr_spgemm.cu and
 // cbsr_sspmm.cu, step by step): two schedules with equal launches run the same kernel.
 struct CbsrLaunch {
-  int form = 0;         // 0 = rows in global memory, 1 = a shared row per warp, 2 = private rows
+  int form = 0;         // 0 = rows in global memory, 1 = a shared row per warp, 2 = private rows,
+                        // 3 = the backward's flat form (edge chunks, rows in global memory)
   int V = 1;            // values per lane
   int warps = 0;        // per block, after the shared-memory and lean caps
   int regs = 0;         // 0 or kLeanRegs
-  int64_t segment = 0;  // edges per segment; 0 = no row is split
+  int64_t segment = 0;  // edges per segment (0 = no row is split), or per chunk in form 3
   bool operator==(const CbsrLaunch& o) const {
     return form == o.form && V == o.V && warps == o.warps && regs == o.regs &&
            segment == o.segment;
   }
   std::string str() const {
     static const char* forms[] = {"rows in global memory", "a shared-memory row per warp",
-                                  "a shared-memory row per lane group"};
+                                  "a shared-memory row per lane group",
+                                  "an edge chunk per warp, rows in global memory"};
     return std::string(forms[form]) + ", " + std::to_string(V) + " values per lane, " +
            std::to_string(warps) + " warps per block" + (regs ? ", 40 registers" : "") +
-           (segment ? ", segments of " + std::to_string(segment) : ", no row split");
+           (form == 3  ? ", chunks of " + std::to_string(segment) + " edges"
+            : segment ? ", segments of " + std::to_string(segment)
+                      : ", no row split");
   }
 };
 
@@ -593,9 +605,16 @@ CbsrLaunch cbsr_launch(const Schedule& s, OpKind op, int64_t k, int64_t F, doubl
   const int64_t warps = get("warps", 0), vec = get("vec", 0), pr = get("private_rows", -1),
                 regs = get("regs", -1);
   const bool smem_buffer = get("smem_buffer", 1) != 0;
-  const int64_t S = get("segment", 0) > 0 ? get("segment", 0) : cbsr::default_segment(avg);
+  // The forward ignores flat.
+  const bool flat = op == OpKind::cbsr_sspmm && cbsr::sspmm_flat(get("flat", -1), avg, k);
   CbsrLaunch L;
-  L.segment = S >= max_deg ? 0 : S;
+  if (flat) {
+    // A chunk's length matters whatever the rows' (it sets the warps' share of the edge list).
+    L.segment = get("segment", 0) > 0 ? get("segment", 0) : cbsr::kFlatChunk;
+  } else {
+    const int64_t S = get("segment", 0) > 0 ? get("segment", 0) : cbsr::default_segment(avg);
+    L.segment = S >= max_deg ? 0 : S;
+  }
   cbsr::BlockShape bs;
   if (op == OpKind::cbsr_spgemm) {
     const bool want_private = pr != 0;
@@ -617,15 +636,20 @@ CbsrLaunch cbsr_launch(const Schedule& s, OpKind op, int64_t k, int64_t F, doubl
     L.regs = L.form == 2 && (regs > 0 || (regs < 0 && lean_default)) ? cbsr::kLeanRegs : 0;
   } else {
     L.V = cbsr::vector_width(k, vec > 0 ? std::min<int64_t>(vec, 4) : 4);
-    bs = cbsr::block_shape(F, warps, smem_buffer);
-    L.form = bs.smem ? 1 : 0;
-    L.regs = bs.smem && regs > 0 ? cbsr::kLeanRegs : 0;
+    bs = cbsr::block_shape(F, warps, smem_buffer && !flat);  // the flat form stages no row
+    L.form = flat ? 3 : bs.smem ? 1 : 0;
+    L.regs = L.form != 0 && regs > 0 ? cbsr::kLeanRegs : 0;
   }
   if (L.regs) cbsr::make_lean(bs);
   L.warps = bs.warps;
   return L;
 }
 }  // namespace
+
+std::string cbsr_launch_str(const Schedule& s, OpKind op, int64_t k, int64_t F, double avg_deg,
+                            int64_t max_deg) {
+  return cbsr_launch(s, op, k, F, avg_deg, max_deg).str();
+}
 
 std::string validate_cbsr(const StrategyInfo& info, const Schedule& s, OpKind op, int64_t k,
                           int64_t F, double avg_deg, int64_t max_deg) {

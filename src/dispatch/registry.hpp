@@ -121,10 +121,15 @@ std::string validate_shuffle(const StrategyInfo& info, const Schedule& s, int64_
 // The CBSR GPU kernel (cbsr_spgemm.cu, cbsr_sspmm.cu; cbsr_shape.hpp): a combination is left out
 // when changing one explicitly set parameter to an earlier legal value launches the same kernel
 // in the same shape (the launchers clamp warps to the shared memory, cap vec by k, and ignore
-// regs / private_rows where they do not apply; segments longer than every row split nothing).
+// regs / private_rows / flat / smem_buffer where they do not apply; segments longer than every
+// row split nothing, except as the backward's flat chunks).
 // avg_deg, max_deg: the graph's degree statistics (rows of A).
 std::string validate_cbsr(const StrategyInfo& info, const Schedule& s, OpKind op, int64_t k,
                           int64_t F, double avg_deg, int64_t max_deg);
+// The launch of a CBSR schedule in words (validate_cbsr's "both launch ..."): two schedules run
+// the same kernel in the same shape exactly when these are equal.
+std::string cbsr_launch_str(const Schedule& s, OpKind op, int64_t k, int64_t F, double avg_deg,
+                            int64_t max_deg);
 std::string validate_cpu_mergepath(const StrategyInfo& info, const Schedule& s, int64_t n_rows,
                                    int64_t nnz, int64_t threads);
 

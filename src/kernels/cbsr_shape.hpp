@@ -32,6 +32,24 @@ inline int64_t default_segment(double avg_degree) {
   return s;
 }
 
+// The backward's flat form (cbsr_sspmm.cu): a warp per fixed chunk of the edge list, whatever its
+// rows. By default on graphs of average degree below 64 (kron21: 16, half the rows empty), whose
+// rows are mostly a few edges, too few for a warp's 8 lane groups, and each would cost a warp its
+// chain of dependent loads (segment -> row -> rowptr); and at k <= 16 on any graph. H100, F = 256
+// (docs/BENCHMARKS_MAXK.md): kron21 flat vs segments 1.92 / 2.80 / 5.41 vs 2.43 / 3.39 / 5.53 ms
+// at k = 16 / 32 / 64; Reddit-shaped (~490 edges per row) 3.23 vs 3.56 ms at k = 16, but
+// 6.63 vs 6.45 and 20.5 vs 12.5 ms at k = 32 / 64, where staging d_out's row once pays.
+// flat: the parameter (1, 0, or -1 = this default).
+constexpr double kFlatMaxAvgDegree = 64.0;
+constexpr int64_t kFlatMaxK = 16;
+inline bool sspmm_flat(int64_t flat, double avg_degree, int64_t k) {
+  return flat > 0 || (flat < 0 && (avg_degree < kFlatMaxAvgDegree || k <= kFlatMaxK));
+}
+// Edges per warp chunk in the flat form when the schedule does not set `segment`: enough to
+// amortise a warp's fixed cost (its index arithmetic, the tail batch), i.e. 8 batches of 8 lane
+// groups x kUnroll (4) edges at k = 16; each chunk still spans many of kron21's short rows.
+constexpr int64_t kFlatChunk = 256;
+
 // Values per lane: the widest of 4, 2, 1 that divides k, capped by max_v (the launchers also
 // halve it for misaligned pointers, which the CBSR buffers spgnn allocates never are).
 inline int vector_width(int64_t k, int64_t max_v) {

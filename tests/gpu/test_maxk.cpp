@@ -5,8 +5,9 @@
 // values per lane, F not a multiple of 32), many rows per warp (its prefetch), and the wide
 // shared-memory path; maxk_backward; cbsr_spgemm and cbsr_sspmm (rel error < 1e-5) on every
 // graph kind of test_util.hpp, int32 and int64 indices, each source of edge weights, and the
-// kernel parameters (split rows, the buffer-less path, one warp per block, a stream). Outputs
-// are poisoned with NaN first. SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and sweeps.
+// kernel parameters (split rows, the buffer-less path, one warp per block, the backward's edge
+// chunks and row segments, a stream). Outputs are poisoned with NaN first. SPGNN_TEST_QUICK=1
+// (compute-sanitizer runs) shrinks graphs and sweeps.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -286,14 +287,23 @@ TEST(MaxkGpu, CbsrProductsParameters) {
   // row per warp with shared atomics, =1 forces a row per lane group even where it leaves
   // blocks of one warp; vec sets the values per lane (1 lane group of up to 32 lanes per edge
   // when k <= 32 at vec=1, up to 8 groups at vec=4); regs caps the registers (blocks of at most
-  // 8 warps, so warps=16 is lowered).
+  // 8 warps, so warps=16 is lowered). flat=1 runs the backward's edge chunks (segment = chunk
+  // length; chunks of 32 split rows between warps, chunks of 65536 hold all the edges of these
+  // graphs) and flat=0 its row segments. These graphs' average degrees (< 64) pick the chunks by
+  // default, so the sets without flat run them too and the flat=0 sets keep the segments (staged
+  // rows, split rows, lean blocks, the buffer-less path) covered.
   const std::vector<std::map<std::string, int64_t>> params = {
       {{"segment", 32}}, {{"smem_buffer", 0}}, {{"warps", 1}}, {{"warps", 16}, {"segment", 256}},
       {{"segment", 65536}}, {{"private_rows", 0}}, {{"private_rows", 0}, {"segment", 32}},
       {{"vec", 1}}, {{"vec", 2}, {"segment", 32}}, {{"vec", 4}},
       {{"private_rows", 1}, {"vec", 4}, {"warps", 16}}, {{"private_rows", 1}, {"vec", 1}},
       {{"vec", 4}, {"segment", 32}, {"warps", 2}}, {{"regs", 40}}, {{"regs", 40}, {"warps", 16}},
-      {{"regs", 0}, {"segment", 32}}, {{"regs", 40}, {"private_rows", 0}}};
+      {{"regs", 0}, {"segment", 32}}, {{"regs", 40}, {"private_rows", 0}},
+      {{"flat", 1}}, {{"flat", 1}, {"segment", 32}}, {{"flat", 1}, {"segment", 65536}},
+      {{"flat", 1}, {"vec", 1}, {"warps", 16}}, {{"flat", 1}, {"vec", 2}, {"warps", 1}},
+      {{"flat", 1}, {"regs", 40}}, {{"flat", 1}, {"smem_buffer", 0}},
+      {{"flat", 0}, {"segment", 32}}, {{"flat", 0}}, {{"flat", 0}, {"regs", 40}, {"warps", 16}},
+      {{"flat", 0}, {"smem_buffer", 0}, {"vec", 2}}};
   for (const auto& p : params)
     for (GraphKind kind : {GraphKind::rmat, GraphKind::half_row, GraphKind::star,
                            GraphKind::empty_rows})
@@ -305,27 +315,29 @@ TEST(MaxkGpu, CbsrProductsParameters) {
 #endif
 }
 
-// Every schedule the autotuner may pick (each valid point of the forward's space, which sets
-// every parameter the backward reads too) computes both products exactly; then a tuned result is
-// stored and `auto` runs it.
+// Every schedule the autotuner may pick (each valid point of either product's space: the
+// forward's sets private_rows, the backward's flat) computes both products exactly; then a tuned
+// result is stored and `auto` runs it.
 TEST(MaxkGpu, CbsrEveryTunableScheduleAndTheTunedAuto) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
-  for (GraphKind kind : {GraphKind::rmat, GraphKind::empty_rows})
-    for (auto [F, k] : {std::pair<int64_t, int64_t>{64, 7}, {300, 32}, {64, 64}}) {
-      const Graphs& G = graphs(kind, DType::i32);
-      const detail::CbsrProblem p{&G.dev, OpKind::cbsr_spgemm, k, F, true};
-      const tune::Space space = tune::space_for_cbsr(p);
-      ASSERT_EQ(space.strategies().size(), 1u);
-      ASSERT_EQ(space.strategies()[0].name, "gpu");
-      size_t checked = 0;
-      for (size_t i : space.valid_indices()) {
-        if (quick() && i % 5 != 0) continue;
-        check_products(kind, DType::i32, F, k, int(i % 3), strategy("gpu", space.schedule(i).params));
-        ++checked;
+  for (OpKind op : {OpKind::cbsr_spgemm, OpKind::cbsr_sspmm})
+    for (GraphKind kind : {GraphKind::rmat, GraphKind::empty_rows})
+      for (auto [F, k] : {std::pair<int64_t, int64_t>{64, 7}, {300, 32}, {64, 64}}) {
+        const Graphs& G = graphs(kind, DType::i32);
+        const detail::CbsrProblem p{&G.dev, op, k, F, true};
+        const tune::Space space = tune::space_for_cbsr(p);
+        ASSERT_EQ(space.strategies().size(), 1u);
+        ASSERT_EQ(space.strategies()[0].name, "gpu");
+        size_t checked = 0;
+        for (size_t i : space.valid_indices()) {
+          if (quick() && i % 5 != 0) continue;
+          check_products(kind, DType::i32, F, k, int(i % 3),
+                         strategy("gpu", space.schedule(i).params));
+          ++checked;
+        }
+        EXPECT_GT(checked, 0u) << op_kind_name(op);
       }
-      EXPECT_GT(checked, 0u);
-    }
   const std::string dir = ::testing::TempDir() + "spgnn-cbsr-tune-" + std::to_string(getpid());
   set_tuning_cache_path(dir + "/");
   TuneOptions o;

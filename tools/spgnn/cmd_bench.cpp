@@ -135,6 +135,7 @@ void run_bench(const BenchOpts& o) {
     a.seed = o.seed;
     a.check_rows = o.check_rows;
     a.flags = o.flags;
+    a.params = o.params;
     return run_bench_gat(a);
   }
   const OpKind kind = o.kernel == "spmm" ? OpKind::spmm : OpKind::sddmm;
@@ -358,7 +359,7 @@ void register_bench(CLI::App& app) {
                   "auto, all, or a strategy name, optionally with parameters: "
                   "gnnone:cache_size=64,warps=8 (repeatable; see `spgnn strategies`)")
       ->capture_default_str();
-  cmd->add_option("--param", o->params, "key=value applied to every named strategy that has it (repeatable); maxk: parameters of the CBSR products' gpu strategy (warps, segment, smem_buffer, vec, private_rows, regs)");
+  cmd->add_option("--param", o->params, "key=value applied to every named strategy that has it (repeatable); maxk: parameters of the CBSR products' gpu strategy (warps, segment, smem_buffer, vec, private_rows, regs, flat); gat: gat_fused's (warps, heavy_deg, heads_per_chunk)");
   cmd->add_option("--device", o->device, "auto (GPU when present), cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Warm-up runs")->check(CLI::Range(0, 10000))->capture_default_str();
   cmd->add_option("--reps", o->reps, "Timed runs (median reported)")->check(CLI::Range(1, 100000))->capture_default_str();

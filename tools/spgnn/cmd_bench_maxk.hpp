@@ -22,7 +22,7 @@ struct MaxkBenchArgs {
   uint64_t seed = 1;
   int64_t check_rows = 4096;
   // --param key=value: parameters of the CBSR products' `gpu` strategy (warps, segment,
-  // smem_buffer, vec, private_rows, regs), e.g. to time an ablation.
+  // smem_buffer, vec, private_rows, regs, flat), e.g. to time an ablation.
   std::vector<std::string> params;
   LoadFlags flags;
 };

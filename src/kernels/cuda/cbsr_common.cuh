@@ -8,7 +8,9 @@
 // Inside a warp, a CBSR row of k values is covered by L lanes holding V consecutive values each
 // (float4/float2/float by k's divisibility); the warp's 32 / L lane groups take different edges of
 // the segment (MaxK-GNN: floor(32/k) edge groups share a warp when k <= 16, else a warp walks one
-// edge group), and when k / V > 32 a group walks the row in passes of 32 vectors.
+// edge group), and when k / V > 32 a group walks the row in passes of 32 vectors. The backward's
+// flat form (cbsr_sspmm.cu) keeps the lanes but gives each warp a fixed chunk of the edge list
+// instead of a segment.
 #pragma once
 #include <cuda_runtime.h>
 

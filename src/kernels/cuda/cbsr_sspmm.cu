@@ -1,17 +1,29 @@
 // MaxK-GNN backward (ASPLOS'24, §4.2): d_data = (A^T * d_out) sampled at the CBSR pattern of X,
 // in the outer-product form: A is read in its stored row order (A^T is the same storage read the
-// other way, no second copy of the graph).
+// other way, no second copy of the graph). Two forms split the edges among warps:
 //
-// One warp per segment (<= S edges of row v; cbsr_common.cuh; rows without edges have none). A
-// segment that gathers at least F values prefetches the dense row d_out[v, :] into shared memory
-// with coalesced float4 loads, once for all its edges; a shorter one reads the values it needs
-// from global memory. Its lane groups then take the edges (v, u) round-robin: each lane loads V
-// consecutive CBSR column indices of u (one coalesced load per group), gathers d_out[v, index]
-// (from the staged row, the irregular access on chip), multiplies by w_e and adds the V products
-// into d_data[u] with one vector atomic (red.global.add.v4.f32 on sm_90); a group's atomics cover
-// d_data[u]'s k contiguous floats, so they coalesce too. d_data is zeroed first (n_cols * k
-// floats, small next to the edge work). F too wide for the buffer (or smem_buffer=0): the
-// gather reads d_out from global memory instead.
+// Segments (flat=0; by default at k > 16 on graphs of average degree >= 64, e.g. Reddit's ~490,
+// where staging the row pays; cbsr_shape.hpp has the measurements): one warp
+// per segment (<= S edges of row v; cbsr_common.cuh; rows without edges have none). A segment
+// that gathers at least F values prefetches the dense row d_out[v, :] into shared memory with
+// coalesced float4 loads, once for all its edges; a shorter one reads the values it needs from
+// global memory. F too wide for the buffer (or smem_buffer=0): every gather reads global memory.
+//
+// Flat (flat=1; by default below average degree 64, e.g. kron21's 16 with half the rows empty,
+// and at k <= 16 everywhere):
+// warp w takes the edges [w * C, (w + 1) * C) of the row-sorted COO list (C = `segment`, default
+// cbsr::kFlatChunk), whatever rows they belong to, and reads each edge's row from g.row. On such
+// graphs most rows have a few edges: a warp per segment would leave most of its lane groups idle
+// and pay a chain of dependent loads (segment -> row -> rowptr) for 1-3 edges, while a chunk
+// keeps every group busy and needs no segment table (no host preprocessing). Gathers read d_out
+// through the read-only cache, where consecutive edges of one row hit the same sectors.
+//
+// In both, the lane groups take the edges (v, u) round-robin: each lane loads V consecutive
+// CBSR column indices of u (one coalesced load per group), gathers d_out[v, index] (from the
+// staged row where there is one, the irregular access on chip), multiplies by w_e and adds the V
+// products into d_data[u] with one vector atomic (red.global.add.v4.f32 on sm_90); a group's
+// atomics cover d_data[u]'s k contiguous floats, so they coalesce too. d_data is zeroed first
+// (n_cols * k floats, small next to the edge work).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,23 +43,27 @@ using cbsr::kUnroll;
 template <class I, class IdxT>
 struct SspmmArgs {
   const I* __restrict__ rowptr;
+  const I* __restrict__ row;        // the flat form: each edge's row
   const I* __restrict__ col;
-  const I* __restrict__ seg_row;
+  const I* __restrict__ seg_row;    // the segment form: the segment table
   const I* __restrict__ seg_begin;
   const float* __restrict__ w;      // nullptr: every weight is 1
   const float* __restrict__ d_out;  // [n_rows, F]
   const IdxT* __restrict__ xi;      // [n_cols, k]
   float* __restrict__ d_data;       // [n_cols, k]
-  int64_t F, k, segment, nseg;
+  int64_t F, k, nnz;
+  int64_t segment, nseg;            // edges per segment or chunk; segments or chunks
   int nv, l_log2, passes;
   int row_bytes;
   bool vec4_in;                     // F % 4 == 0 and d_out 16-byte aligned
 };
 
-// kSmem: the staged row lives in shared memory (else the gathers read d_out).
-template <class I, class IdxT, int V, bool kSmem, int kRegs>
+// kSmem: the staged row lives in shared memory (else the gathers read d_out). kFlat: warp s
+// takes the edge chunk [s * C, (s + 1) * C) of any rows (never staged) instead of segment s.
+template <class I, class IdxT, int V, bool kSmem, int kRegs, bool kFlat>
 __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_blocks(kRegs))
     cbsr_sspmm_kernel(const SspmmArgs<I, IdxT> a) {
+  static_assert(!(kFlat && kSmem), "a chunk spans rows: there is no one row to stage");
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -57,16 +73,23 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
   const int gl = lane & (L - 1);
   const int64_t s = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp;
   if (s >= a.nseg) return;  // whole warps only: no block-level barrier below
-  const int64_t r = a.seg_row[s];
-  const int64_t e_begin = a.seg_begin[s];
-  const int64_t e_end = min(e_begin + a.segment, static_cast<int64_t>(a.rowptr[r + 1]));
-  if (e_begin >= e_end) return;  // a row without edges contributes nothing
   const int F = static_cast<int>(a.F);
-  const float* drow = a.d_out + r * a.F;
-
-  // A short segment gathers fewer values than the row holds: it reads them where they are
-  // instead of staging the whole row (on skewed graphs most rows are short).
-  const bool stage = kSmem && (e_end - e_begin) * a.k >= a.F;
+  int64_t e_begin, e_end;
+  const float* drow = nullptr;  // the segment's row of d_out
+  bool stage = false;
+  if constexpr (kFlat) {
+    e_begin = s * a.segment;
+    e_end = min(e_begin + a.segment, a.nnz);
+  } else {
+    const int64_t r = a.seg_row[s];
+    e_begin = a.seg_begin[s];
+    e_end = min(e_begin + a.segment, static_cast<int64_t>(a.rowptr[r + 1]));
+    if (e_begin >= e_end) return;  // a row without edges contributes nothing
+    drow = a.d_out + r * a.F;
+    // A short segment gathers fewer values than the row holds: it reads them where they are
+    // instead of staging the whole row (on skewed graphs most rows are short).
+    stage = kSmem && (e_end - e_begin) * a.k >= a.F;
+  }
   const float* buf = nullptr;
   if constexpr (kSmem) {
     if (stage) {
@@ -82,10 +105,10 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
       buf = b;
     }
   }
-  auto gather = [&](int c) -> float {
+  auto gather = [&](const float* src, int c) -> float {
     if (c >= F) return 0.f;  // entries >= F: skipped
     if (kSmem && stage) return buf[c];
-    return __ldg(drow + c);
+    return __ldg(src + c);
   };
 
   const int64_t step = static_cast<int64_t>(G) * kUnroll;
@@ -97,6 +120,7 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
       int64_t u[kUnroll];
       float wt[kUnroll];
       int c[kUnroll][V];
+      const float* src[kUnroll];  // the flat form: d_out's row of each edge
       bool ok[kUnroll];
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
@@ -106,6 +130,7 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
           u[j] = __ldg(a.col + ej);
           wt[j] = a.w ? __ldg(a.w + ej) : 1.f;
           cbsr::ldg_idx<IdxT, V>(c[j], a.xi + u[j] * a.k + voff);
+          if constexpr (kFlat) src[j] = a.d_out + static_cast<int64_t>(__ldg(a.row + ej)) * a.F;
         }
       }
 #pragma unroll
@@ -113,22 +138,27 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
         if (!ok[j]) continue;
         float v[V];
 #pragma unroll
-        for (int q = 0; q < V; ++q) v[q] = wt[j] * gather(c[j][q]);
+        for (int q = 0; q < V; ++q) v[q] = wt[j] * gather(kFlat ? src[j] : drow, c[j][q]);
         cbsr::atomic_add_vec<V>(a.d_data + u[j] * a.k + voff, v);
       }
     }
   }
 }
 
+enum class Form { global, shared, flat };
+
 template <class I, class IdxT, int V>
-void launch(bool smem, int regs, const SspmmArgs<I, IdxT>& a, const cbsr::BlockShape& bs,
+void launch(Form form, int regs, const SspmmArgs<I, IdxT>& a, const cbsr::BlockShape& bs,
             cudaStream_t st) {
   const int64_t blocks = (a.nseg + bs.warps - 1) / bs.warps;
   SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "cbsr_sspmm: graph too large for one grid");
-  auto kernel = !smem  ? cbsr_sspmm_kernel<I, IdxT, V, false, 0>
-                : regs ? cbsr_sspmm_kernel<I, IdxT, V, true, cbsr::kLeanRegs>
-                       : cbsr_sspmm_kernel<I, IdxT, V, true, 0>;
-  const size_t bytes = smem ? bs.smem_bytes : 0;
+  constexpr int kLean = cbsr::kLeanRegs;
+  auto kernel = form == Form::flat   ? (regs ? cbsr_sspmm_kernel<I, IdxT, V, false, kLean, true>
+                                             : cbsr_sspmm_kernel<I, IdxT, V, false, 0, true>)
+                : form == Form::global ? cbsr_sspmm_kernel<I, IdxT, V, false, 0, false>
+                : regs                 ? cbsr_sspmm_kernel<I, IdxT, V, true, kLean, false>
+                                       : cbsr_sspmm_kernel<I, IdxT, V, true, 0, false>;
+  const size_t bytes = form == Form::shared ? bs.smem_bytes : 0;
   cbsr::allow_smem(kernel, bytes);
   kernel<<<static_cast<unsigned>(blocks), bs.warps * 32, bytes, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
@@ -141,21 +171,30 @@ void run(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Ten
                                    static_cast<size_t>(g.n_cols) * static_cast<size_t>(x.k) * 4,
                                    st));
   if (g.nnz() == 0 || g.n_rows == 0) return;
-  const int64_t S = prm.segment > 0 ? prm.segment : cbsr::default_segment(g);
-  const cbsr::Segments seg = cbsr::segments_for(g, S, /*skip_empty=*/true);
+  const double avg_degree = double(g.nnz()) / double(g.n_rows);
+  const bool flat = cbsr::sspmm_flat(prm.flat, avg_degree, x.k);  // cbsr_shape.hpp
   SspmmArgs<I, IdxT> a{};
   a.rowptr = g.rowptr.data<I>();
   a.col = g.col.data<I>();
-  a.seg_row = static_cast<const I*>(seg.row);
-  a.seg_begin = static_cast<const I*>(seg.begin);
   a.w = w;
   a.d_out = d_out.data<float>();
   a.xi = x.index.data<IdxT>();
   a.d_data = d_data.data<float>();
   a.F = x.F;
   a.k = x.k;
-  a.segment = S;
-  a.nseg = seg.count;
+  a.nnz = g.nnz();
+  if (flat) {
+    a.row = g.row.data<I>();
+    a.segment = prm.segment > 0 ? prm.segment : cbsr::kFlatChunk;
+    a.nseg = (a.nnz + a.segment - 1) / a.segment;
+  } else {
+    const int64_t S = prm.segment > 0 ? prm.segment : cbsr::default_segment(g);
+    const cbsr::Segments seg = cbsr::segments_for(g, S, /*skip_empty=*/true);
+    a.seg_row = static_cast<const I*>(seg.row);
+    a.seg_begin = static_cast<const I*>(seg.begin);
+    a.segment = S;
+    a.nseg = seg.count;
+  }
   const void* ptrs[2] = {a.d_data, a.xi};
   const int bytes[2] = {4, static_cast<int>(sizeof(IdxT))};
   const cbsr::Geometry geo = cbsr::make_geometry(
@@ -165,13 +204,16 @@ void run(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Ten
   a.passes = geo.passes;
   a.row_bytes = static_cast<int>((x.F * 4 + 15) / 16 * 16);
   a.vec4_in = x.F % 4 == 0 && cbsr::aligned_to(a.d_out, 16);
-  cbsr::BlockShape bs = cbsr::block_shape(x.F, prm.warps, prm.smem_buffer);
-  const int regs = bs.smem && prm.regs > 0 ? cbsr::kLeanRegs : 0;  // never better by default
+  cbsr::BlockShape bs = cbsr::block_shape(x.F, prm.warps, !flat && prm.smem_buffer);
+  const Form form = flat ? Form::flat : bs.smem ? Form::shared : Form::global;
+  // Lean launches (shared-row and flat forms) only when asked: the shared-row form was never
+  // better lean by default, and the flat form has not been measured lean yet.
+  const int regs = form != Form::global && prm.regs > 0 ? cbsr::kLeanRegs : 0;
   if (regs) cbsr::make_lean(bs);
   switch (geo.V) {
-    case 4: launch<I, IdxT, 4>(bs.smem, regs, a, bs, st); break;
-    case 2: launch<I, IdxT, 2>(bs.smem, regs, a, bs, st); break;
-    default: launch<I, IdxT, 1>(bs.smem, regs, a, bs, st); break;
+    case 4: launch<I, IdxT, 4>(form, regs, a, bs, st); break;
+    case 2: launch<I, IdxT, 2>(form, regs, a, bs, st); break;
+    default: launch<I, IdxT, 1>(form, regs, a, bs, st); break;
   }
 }
 

@@ -14,7 +14,8 @@ namespace spgnn::detail {
 struct CbsrParams {
   int64_t warps = 0;          // warps per block (1..16); default 8, fewer when F is wide
   int64_t segment = 0;        // edges per warp segment (a row longer than this is split);
-                              // default: next power of two >= 4 * average degree, in [64, 4096]
+                              // default: next power of two >= 4 * average degree, in [64, 4096];
+                              // the backward's flat form: edges per warp chunk, default 256
   bool smem_buffer = true;    // false: accumulate straight into global memory (ablation and the
                               // path for F too wide for a shared-memory row buffer)
   int64_t vec = 0;            // values per lane and load (1, 2, 4); 0: the op's default
@@ -23,6 +24,9 @@ struct CbsrParams {
   int64_t regs = -1;          // 40: blocks of <= 8 warps at 40 registers per thread (48 warps per
                               // SM); 0 = up to 64; -1: default (40 for the forward on short rows
                               // with scalar lanes)
+  int64_t flat = -1;          // backward: 1 = a warp per chunk of `segment` edges of the edge
+                              // list, any rows, d_out read from global memory; 0 = a warp per
+                              // row segment; -1: default (1 when the average degree is < 64)
 };
 
 // Top-k of each row of x [n, F] (f32, CUDA) into data [n, k] f32 and index [n, k] (u8 / u16).
