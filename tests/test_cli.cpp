@@ -192,6 +192,10 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       {"bench spmm --graph rmat:6 --device tpu", "tpu"},
       {"bench spmm --graph rmat:6 --dtype f8 --device cpu", "f8"},
       {"bench gat --graph rmat:6 --dtype bf16 --device cpu", "spmm and sddmm only"},
+      // gat's --param goes to the fused strategy (gat_fused on a GPU, cpu here: it has none)
+      {"bench gat --graph rmat:6 --param heavy_deg=64 --device cpu",
+       "has no parameter 'heavy_deg'"},
+      {"bench gat --graph rmat:6 --param heavy_deg --device cpu", "not key=value"},
       // maxk's --param goes to the CBSR products' gpu strategy: names and the device are checked
       {"bench maxk --graph rmat:6 --k 4 --param wraps=4 --device cpu", "wraps"},
       {"bench maxk --graph rmat:6 --k 4 --param warps --device cpu", "warps"},

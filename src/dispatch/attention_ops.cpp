@@ -7,8 +7,8 @@
 //   gat_aggregate[_backward]: auto (gat_fused on GPU data, cpu on CPU data), gat_fused (GPU;
 //     parameters warps = warps per block, heavy_deg = rows with more edges are split over several
 //     warps (forward and backward; unset: 1024 forward; backward 256 or 4x the average
-//     degree, attention_kernels.hpp), heads_per_chunk = heads sharing one pass over the edges (forward; 0 = as
-//     many as one warp pass holds, up to 4), bwd_atomic = 1 to scatter source gradients with
+//     degree, attention_kernels.hpp), heads_per_chunk = heads sharing one pass over the edges
+//     (forward; 0 = as many as one warp pass holds, up to 4), bwd_atomic = 1 to scatter source gradients with
 //     atomics instead of gathering them over the cached transpose), unfused (forward only:
 //     spgnn's own gsddmm -> LeakyReLU -> edge_softmax -> [dropout] -> gspmm, on either device),
 //     cpu, cpu_ref.

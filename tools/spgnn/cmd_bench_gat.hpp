@@ -22,7 +22,7 @@ struct GatBenchArgs {
   uint64_t seed = 1;
   int64_t check_rows = 4096;
   LoadFlags flags;
-  std::vector<std::string> params;  // key=value for the fused strategy (gat_fused's, e.g. heavy_deg)
+  std::vector<std::string> params;  // key=value for the fused strategy (e.g. heavy_deg)
 };
 
 void run_bench_gat(const GatBenchArgs& args);

@@ -886,7 +886,8 @@ void backward_v(GatArgs<I> a, const GatProblem& p, int warps, bool atomic, int64
                 cudaStream_t st) {
   const std::shared_ptr<FwdSchedule> s = fwd_schedule<I>(*p.g, heavy_deg);
   set_segments(a, *s);
-  auto kernel = atomic ? gat_backward_rows_kernel<I, V, true> : gat_backward_rows_kernel<I, V, false>;
+  auto kernel =
+      atomic ? gat_backward_rows_kernel<I, V, true> : gat_backward_rows_kernel<I, V, false>;
   kernel<<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, kRows);
   SPGNN_CUDA_CHECK_LAUNCH();
   if (s->n_heavy) {
