@@ -26,7 +26,8 @@ struct CbsrParams {
                               // with scalar lanes)
   int64_t flat = -1;          // backward: 1 = a warp per chunk of `segment` edges of the edge
                               // list, any rows, d_out read from global memory; 0 = a warp per
-                              // row segment; -1: default (1 when the average degree is < 64)
+                              // row segment; -1: default (cbsr::sspmm_flat: 1 when the average
+                              // degree is < 64 or k <= 16)
 };
 
 // Top-k of each row of x [n, F] (f32, CUDA) into data [n, k] f32 and index [n, k] (u8 / u16).
