@@ -45,9 +45,24 @@ spgnn_python_env() {
     return 0
   fi
   echo "spgnn: creating the Python test environment in $SPGNN_VENV (torch, torch-geometric, ...)" >&2
+  # torch with its CUDA libraries takes ~5.5 GB installed: say so up front rather than let pip
+  # fail half-way with "No space left on device".
+  local parent free_kb need_kb=$((7 * 1024 * 1024))
+  parent="$(dirname "$SPGNN_VENV")"
+  mkdir -p "$parent"
+  free_kb=$(df -Pk "$parent" | awk 'NR == 2 {print $4}')
+  if [ -n "$free_kb" ] && [ "$free_kb" -lt "$need_kb" ]; then
+    echo "spgnn: the Python test environment needs about 7 GB free in $parent;" \
+         "only $((free_kb / 1024)) MB are. Free some space, or set SPGNN_VENV to a folder" \
+         "on a larger disk." >&2
+    return 1
+  fi
   python3 -m venv "$SPGNN_VENV"
+  # --no-cache-dir: the environment is reused, so pip's wheel cache would only hold a second
+  # copy of the same ~3 GB of wheels.
   # shellcheck disable=SC2086
-  "$SPGNN_VENV/bin/python" -m pip install -q --disable-pip-version-check $SPGNN_PY_REQS
+  "$SPGNN_VENV/bin/python" -m pip install -q --no-cache-dir --disable-pip-version-check \
+    $SPGNN_PY_REQS
   echo "$SPGNN_PY_REQS" > "$stamp"
 }
 
