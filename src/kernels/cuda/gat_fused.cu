@@ -53,8 +53,8 @@ using gnnone::zero_vec;
 constexpr int kUnroll = 4;
 constexpr int kMaxWarps = 16;
 
-// Scratch memory (backward d_a / d_z, forward chunk partials), allocated and freed in stream order (cudaMallocAsync's pool):
-// unlike cudaFree, the free does not synchronise the device, so a backward call stays
+// Scratch memory (backward d_a / d_z, forward chunk partials), allocated and freed in stream
+// order (cudaMallocAsync's pool): unlike cudaFree, the free does not synchronise the device, so a backward call stays
 // asynchronous; the memory is returned once the kernels queued before the free have run.
 class StreamScratch {
  public:
@@ -90,7 +90,7 @@ struct GatArgs {
   float* dz;    // backward scratch [nnz, H]: d_a, then d_z
   float* tbuf;  // backward scratch [n_rows, H]: t of the split rows
   // Split rows (backward): rows with more than heavy_deg edges, cut into n_seg segments of
-  // seg_len edges (FwdSchedule of the graph walked).
+  // seg_len edges (bwd_segments of the graph walked).
   const int64_t* __restrict__ seg_row;
   const int64_t* __restrict__ seg_begin;
   int64_t n_seg, seg_len, heavy_deg;
@@ -441,10 +441,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_attn_kernel(const 
 }
 
 // ---- backward ------------------------------------------------------------------------------
-// Rows with more than heavy_deg edges are cut into the forward's segments (FwdSchedule, seg_len
-// edges each, a warp per segment) on both sides. One warp walking a whole row serialises it: on
-// kron21 (max degree 62,045) a hub's warp took ~15,500 dependent steps of 4 edges while the rest
-// of the grid had long finished (backward 24.7 ms at H = 1 against a 1.9 ms forward; 5.9 ms
+// Rows with more than heavy_deg edges are cut into segments as in the forward (bwd_segments,
+// seg_len edges each, a warp per segment) on both sides. One warp walking a whole row serialises
+// it: on kron21 (max degree 62,045) a hub's warp took ~15,500 dependent steps of 4 edges while the
+// rest of the grid had long finished (backward 24.7 ms at H = 1 against a 1.9 ms forward; 5.9 ms
 // split, H100). The threshold: attention_kernels.hpp. A split row's sums (t, grad_er,
 // and on the source side grad_el and grad_feat) are added with atomics into zeros that the
 // row's own warp in the rows pass wrote first; whole rows store theirs and stay deterministic.
@@ -689,12 +689,44 @@ void check_warps(int warps) {
 
 // ---- forward: schedule and launch ----------------------------------------------------------
 
-// Rows by decreasing degree and the heavy rows' segments, on the graph's device: a function of
-// rowptr only, computed once per graph structure (and heavy_deg) and kept in Graph::cache.
-struct FwdSchedule {
-  Tensor order;                           // graph index type
-  Tensor seg_row, seg_begin, seg_start;   // int64
-  int64_t n_heavy = 0, n_long = 0, n_short = 0, n_seg = 0, seg_len = 1;
+// The heavy rows' segments (rows with more than heavy_deg edges, cut into seg_len edges each).
+struct Segments {
+  Tensor seg_row, seg_begin, seg_start;  // int64, on the graph's device
+  int64_t n_heavy = 0, n_seg = 0, seg_len = 1;
+};
+
+// Segments of the heavy rows among `rows`, in that order; seg_start[r] is the first segment of
+// the r-th heavy row met.
+template <class I>
+void build_segments(Segments& s, const std::vector<I>& rp, const std::vector<I>& rows,
+                    int64_t heavy_deg, const Device& dev) {
+  s.seg_len = std::max<int64_t>(heavy_deg / 4, 1);
+  std::vector<int64_t> seg_row, seg_begin, seg_start{0};
+  for (const I row : rows) {
+    const int64_t v = static_cast<int64_t>(row);
+    const int64_t d = static_cast<int64_t>(rp[size_t(v) + 1]) - static_cast<int64_t>(rp[size_t(v)]);
+    if (d <= heavy_deg) continue;
+    ++s.n_heavy;
+    for (int64_t b = 0; b < d; b += s.seg_len) {
+      seg_row.push_back(v);
+      seg_begin.push_back(static_cast<int64_t>(rp[size_t(v)]) + b);
+    }
+    seg_start.push_back(static_cast<int64_t>(seg_row.size()));
+  }
+  s.n_seg = static_cast<int64_t>(seg_row.size());
+  if (s.n_heavy) {
+    s.seg_row = Tensor::from_vector(seg_row).to(dev);
+    s.seg_begin = Tensor::from_vector(seg_begin).to(dev);
+    s.seg_start = Tensor::from_vector(seg_start).to(dev);
+  }
+}
+
+// Rows by decreasing degree and the heavy rows' segments in that order, on the graph's device:
+// a function of rowptr only, computed once per graph structure (and heavy_deg) and kept in
+// Graph::cache.
+struct FwdSchedule : Segments {
+  Tensor order;  // graph index type
+  int64_t n_long = 0, n_short = 0;
 };
 
 template <class I>
@@ -720,29 +752,32 @@ std::shared_ptr<FwdSchedule> fwd_schedule(const Graph& g, int64_t heavy_deg) {
   for (int64_t v = 0; v < n; ++v)
     order[size_t(first[size_t(max_deg - deg[size_t(v)])]++)] = static_cast<I>(v);
   auto s = std::make_shared<FwdSchedule>();
-  s->seg_len = std::max<int64_t>(heavy_deg / 4, 1);
-  std::vector<int64_t> seg_row, seg_begin, seg_start{0};
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t v = static_cast<int64_t>(order[size_t(r)]), d = deg[size_t(v)];
-    if (d > heavy_deg) {
-      ++s->n_heavy;
-      for (int64_t b = 0; b < d; b += s->seg_len) {
-        seg_row.push_back(v);
-        seg_begin.push_back(static_cast<int64_t>(rp[size_t(v)]) + b);
-      }
-      seg_start.push_back(static_cast<int64_t>(seg_row.size()));
-    } else if (d > kLongDeg) {
-      ++s->n_long;
-    }
-  }
+  build_segments(*s, rp, order, heavy_deg, g.device());
+  for (int64_t v = 0; v < n; ++v)
+    s->n_long += deg[size_t(v)] > kLongDeg && deg[size_t(v)] <= heavy_deg;
   s->n_short = n - s->n_heavy - s->n_long;
-  s->n_seg = static_cast<int64_t>(seg_row.size());
   s->order = Tensor::from_vector(order).to(g.device());
-  if (s->n_heavy) {
-    s->seg_row = Tensor::from_vector(seg_row).to(g.device());
-    s->seg_begin = Tensor::from_vector(seg_begin).to(g.device());
-    s->seg_start = Tensor::from_vector(seg_start).to(g.device());
-  }
+  item = s;
+  return s;
+}
+
+// The backward's segments: only the heavy rows, in row order (its split kernels add with atomics,
+// so the order of the segments does not matter). Neither the forward's degree order nor its sort
+// is needed, and the backward's threshold usually differs from the forward's.
+template <class I>
+std::shared_ptr<Segments> bwd_segments(const Graph& g, int64_t heavy_deg) {
+  const std::string key = std::string("gat_fused.bwd.") + dtype_name(g.index_dtype()) + "." +
+                          g.device().str() + "." + std::to_string(heavy_deg);
+  std::lock_guard<std::mutex> lock(g.cache->mutex);
+  std::shared_ptr<void>& item = g.cache->items[key];
+  if (item) return std::static_pointer_cast<Segments>(item);
+  const std::vector<I> rp = g.rowptr.to_vector<I>();
+  std::vector<I> heavy;
+  for (int64_t v = 0; v < g.n_rows; ++v)
+    if (static_cast<int64_t>(rp[size_t(v) + 1]) - static_cast<int64_t>(rp[size_t(v)]) > heavy_deg)
+      heavy.push_back(static_cast<I>(v));
+  auto s = std::make_shared<Segments>();
+  build_segments(*s, rp, heavy, heavy_deg, g.device());
   item = s;
   return s;
 }
@@ -874,7 +909,7 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
 }
 
 template <class I>
-void set_segments(GatArgs<I>& a, const FwdSchedule& s) {
+void set_segments(GatArgs<I>& a, const Segments& s) {
   a.n_seg = s.n_seg;
   a.seg_len = s.seg_len;
   a.seg_row = s.n_heavy ? s.seg_row.data<int64_t>() : nullptr;
@@ -884,7 +919,7 @@ void set_segments(GatArgs<I>& a, const FwdSchedule& s) {
 template <class I, int V>
 void backward_v(GatArgs<I> a, const GatProblem& p, int warps, bool atomic, int64_t heavy_deg,
                 cudaStream_t st) {
-  const std::shared_ptr<FwdSchedule> s = fwd_schedule<I>(*p.g, heavy_deg);
+  const std::shared_ptr<Segments> s = bwd_segments<I>(*p.g, heavy_deg);
   set_segments(a, *s);
   auto kernel =
       atomic ? gat_backward_rows_kernel<I, V, true> : gat_backward_rows_kernel<I, V, false>;
@@ -900,7 +935,7 @@ void backward_v(GatArgs<I> a, const GatProblem& p, int warps, bool atomic, int64
   }
   if (atomic) return;
   const Graph& gt = *p.gt;
-  const std::shared_ptr<FwdSchedule> st_t = fwd_schedule<I>(gt, heavy_deg);
+  const std::shared_ptr<Segments> st_t = bwd_segments<I>(gt, heavy_deg);
   set_segments(a, *st_t);
   a.rowptr = gt.rowptr.data<I>();
   a.col = gt.col.data<I>();
