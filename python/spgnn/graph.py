@@ -239,6 +239,39 @@ def _edge_index_graph(edge_index: Tensor, num_nodes: int) -> Graph:
     return g
 
 
+def _sparse_graph(adj_t: Tensor) -> Graph:
+    """The Graph of a torch sparse adj_t (Graph.from_sparse_tensor), cached like an edge_index's:
+    keyed by its index and value arrays, shape and version (an in-place change is noticed).
+    torch.compile refuses sparse tensors itself; there, pass the Graph."""
+    if adj_t.layout == torch.sparse_csr:
+        arrays = (adj_t.crow_indices().data_ptr(), adj_t.col_indices().data_ptr(),
+                  adj_t.values().data_ptr())
+    else:
+        arrays = (adj_t._indices().data_ptr(), adj_t._values().data_ptr())
+    key = ("sparse", adj_t.layout, arrays, tuple(adj_t.shape), adj_t.dtype, adj_t.device,
+           adj_t._version)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit[1]
+    g = Graph.from_sparse_tensor(adj_t)
+    with _cache_lock:
+        _cache[key] = (adj_t, g)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return g
+
+
+def as_graph(edge_index):
+    """What a layer got as edge_index, with a torch sparse adj_t replaced by its (cached) Graph;
+    anything else unchanged."""
+    if isinstance(edge_index, Tensor) and edge_index.layout in (torch.sparse_coo,
+                                                                 torch.sparse_csr):
+        return _sparse_graph(edge_index)
+    return edge_index
+
+
 _identity: "dict[tuple, Graph]" = {}
 
 
@@ -268,8 +301,7 @@ def resolve(edge_index, num_nodes: int) -> Tensor:
         return edge_index.handle()
     if isinstance(edge_index, Tensor):
         if edge_index.layout in (torch.sparse_coo, torch.sparse_csr):
-            raise TypeError("a torch sparse adj_t is read with spgnn.Graph.from_sparse_tensor("
-                            "adj_t); build it once and pass the Graph")
+            return resolve(_sparse_graph(edge_index), num_nodes)
         check_tensor(edge_index, "edge_index", ndim=(2,), dtypes=(torch.int64, torch.int32),
                      contiguous=False)
         if edge_index.shape[0] != 2:
@@ -279,5 +311,5 @@ def resolve(edge_index, num_nodes: int) -> Tensor:
     name = type(edge_index).__name__
     if name == "SparseTensor":
         raise TypeError("torch_sparse.SparseTensor is not supported: pass edge_index, a torch "
-                        "sparse adj_t through spgnn.Graph.from_sparse_tensor, or a spgnn.Graph")
+                        "sparse adj_t (adj_t.to_torch_sparse_csr_tensor()), or a spgnn.Graph")
     raise TypeError(f"edge_index must be a [2, E] tensor or a spgnn.Graph, got {name}")

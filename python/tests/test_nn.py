@@ -316,7 +316,72 @@ def test_unsupported_arguments_are_clear_errors(gen):
         snn.GCNConv(4, 2, flow="target_to_source")
     with pytest.raises(NotImplementedError, match="size"):
         snn.GINConv(torch.nn.Linear(4, 4))(x, ei, size=(n, n))
-    adj = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.shape[1]), (n, n),
-                                  check_invariants=True)
-    with pytest.raises(TypeError, match="from_sparse_tensor"):
-        snn.GCNConv(4, 2)(x, adj)
+
+def _adj_t(ei, n, values, layout):
+    adj = torch.sparse_coo_tensor(ei.flip(0), values, (n, n), check_invariants=True).coalesce()
+    return adj.to_sparse_csr() if layout == "csr" else adj
+
+
+_ADJ_LAYERS = LAYERS + [("GINConv", dict(), "pyg-arg")]
+
+
+def _pair_any(name, kw, fin, fout):
+    if name != "GINConv":
+        return _pair(name, kw, fin, fout)
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(fin, fout), torch.nn.ReLU(),
+                              torch.nn.Linear(fout, fout))
+    ref, ours = pyg.GINConv(copy.deepcopy(mlp), eps=0.2), snn.GINConv(copy.deepcopy(mlp), eps=0.2)
+    ours.load_state_dict(ref.state_dict(), strict=True)
+    return ref, ours
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["coo", "csr"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("kind", ["uniform", "skewed", "empty_rows"])
+@pytest.mark.parametrize("name,kw,_", _ADJ_LAYERS)
+def test_layer_with_sparse_adj_t_matches_pyg(gen, device, layout, weighted, kind, name, kw, _):
+    """A torch sparse adj_t in place of edge_index, as PyG takes it: its values weight GCN's,
+    SAGE's and GIN's messages (duplicate edges coalesce into weight 2); GAT ignores them."""
+    ei, n = make_edge_index(kind, gen)
+    ei = ei[:, ei[0] != ei[1]]  # PyG adds a second loop to an adj_t that has one; spgnn does not
+    values = (torch.rand(ei.shape[1], generator=gen) + 0.5 if weighted
+              else torch.ones(ei.shape[1]))
+    adj = _adj_t(ei, n, values, layout).to(device)
+    for fin, fout in ((7, 5), (16, 33)):
+        ref, ours = _pair_any(name, kw, fin, fout)
+        ref, ours = ref.to(device), ours.to(device)
+        _compare(ref, ours, randn(gen, n, fin, device=device), adj, adj)
+
+
+def test_sparse_adj_t_graph_is_cached_and_follows_in_place_changes(gen):
+    ei, n = make_edge_index("uniform", gen)
+    ei = ei[:, ei[0] != ei[1]]
+    adj = _adj_t(ei, n, torch.ones(ei.shape[1]), "csr")
+    from spgnn.graph import _sparse_graph
+    g = _sparse_graph(adj)
+    assert _sparse_graph(adj) is g
+    x = randn(gen, n, 4)
+    conv = snn.GCNConv(4, 3, normalize=False)
+    before = conv(x, adj)
+    with torch.no_grad():
+        adj.values().mul_(2.0)  # bumps the tensor's version: a new graph, twice the messages
+    assert _sparse_graph(adj) is not g
+    after = conv(x, adj)
+    bias = conv.bias
+    assert rel_err(after - bias, 2 * (before - bias)) < 1e-5
+
+
+def test_gat_attention_weights_of_a_sparse_adj_t_are_sparse_like_pyg(gen):
+    ei, n = make_edge_index("uniform", gen)
+    ei = ei[:, ei[0] != ei[1]]
+    ref, ours = _pair("GATConv", dict(heads=2), 6, 3)
+    x = randn(gen, n, 6)
+    for layout in ("coo", "csr"):
+        adj = _adj_t(ei, n, torch.ones(ei.shape[1]), layout)
+        _, (a_ref, alpha_ref) = ref(x, adj, return_attention_weights=True)
+        _, (a_ours, alpha_ours) = ours(x, adj, return_attention_weights=True)
+        assert a_ours.layout == a_ref.layout and a_ours.shape == a_ref.shape
+        assert rel_err(a_ours.to_dense(), a_ref.to_dense()) < TOL
+        assert alpha_ours.shape == alpha_ref.shape

@@ -10,10 +10,16 @@ On several devices, pass a ``spgnn.distributed.DistGraph`` (one part of a partit
 in place of ``edge_index`` and the owned rows as ``x``: a layer fetches the halo rows its
 aggregation reads, as the same model does on the whole graph.
 
+A torch sparse ``adj_t`` (COO or CSR, rows = targets, as PyG's) works in place of
+``edge_index`` too, as in PyG: its values weight the messages of GCNConv, SAGEConv and GINConv
+and GATConv ignores them; its graph is cached like an edge_index's. torch.compile does not
+trace sparse tensors: there, build ``spgnn.Graph.from_sparse_tensor(adj_t)`` once and pass it. A weighted ``spgnn.Graph``
+weights SAGEConv's and GINConv's messages the same way.
+
 Not supported (a clear error says so): bipartite inputs ``x=(x_src, x_dst)``, ``size=``,
 ``edge_attr``/``edge_dim`` in GATConv, aggregations other than sum/add/mean/max/min, lazy
-``in_channels=-1``, torch_sparse.SparseTensor adjacencies (use spgnn.Graph.from_sparse_tensor),
-and inputs that are not float32 (float64 on the CPU).
+``in_channels=-1``, torch_sparse.SparseTensor adjacencies (convert them with
+``adj_t.to_torch_sparse_csr_tensor()``), and inputs that are not float32 (float64 on the CPU).
 """
 from __future__ import annotations
 
@@ -28,11 +34,11 @@ from torch.nn import Parameter
 from .. import _ops
 from .._runtime import check_float, check_tensor
 from ..distributed import DistGraph
-from ..graph import Graph, resolve
+from ..graph import Graph, as_graph, resolve
 
 __all__ = ["GCNConv", "SAGEConv", "GINConv", "GATConv"]
 
-EdgeIndex = Union[Tensor, Graph]
+EdgeIndex = Union[Tensor, Graph]  # a [2, E] edge_index, a torch sparse adj_t, or a Graph
 
 
 def _glorot(t: Tensor) -> None:
@@ -187,6 +193,7 @@ class GCNConv(torch.nn.Module):
     def forward(self, x: Tensor, edge_index: EdgeIndex,
                 edge_weight: Optional[Tensor] = None) -> Tensor:
         x = _input(x, "GCNConv")
+        edge_index = as_graph(edge_index)
         n = x.shape[0]
         if edge_weight is not None:
             if isinstance(edge_index, DistGraph):
@@ -252,6 +259,11 @@ def _aggregate(edge_index, reduce: str, x: Tensor, n: int) -> Tensor:
         return edge_index.aggregate(x, reduce)
     h = resolve(edge_index, n)
     x = _sources(edge_index, x)
+    if isinstance(edge_index, Graph) and edge_index.has_weights:
+        # A weighted graph (e.g. from a sparse adj_t) scales each message by its edge weight,
+        # as PyG's SAGEConv and GINConv do with a weighted torch sparse adj_t: sum(w x),
+        # mean = sum(w x) / deg, max(w x).
+        return _agg(h, "u_mul_e", reduce, x, n)
     if reduce == "mean":  # weights 1/deg on the edges: the backward needs no extra pass
         return _agg(_ops.graph_variant(h, "mean"), "u_mul_e", "sum", x, n)
     return _agg(_ops.graph_variant(h, "pattern"), "copy_u", reduce, x, n)
@@ -290,6 +302,7 @@ class SAGEConv(torch.nn.Module):
     def forward(self, x: Tensor, edge_index: EdgeIndex, size=None) -> Tensor:
         _no_size(size, "SAGEConv")
         x = _input(x, "SAGEConv")
+        edge_index = as_graph(edge_index)
         n = x.shape[0]
         x_root = x  # as in PyG, the root term reads x before the projection
         if self.project:
@@ -342,6 +355,7 @@ class GINConv(torch.nn.Module):
     def forward(self, x: Tensor, edge_index: EdgeIndex, size=None) -> Tensor:
         _no_size(size, "GINConv")
         x = _input(x, "GINConv")
+        edge_index = as_graph(edge_index)
         n = x.shape[0]
         first = self.nn[0] if isinstance(self.nn, torch.nn.Sequential) and len(self.nn) else None
         if (isinstance(first, torch.nn.Linear) and first.out_features < first.in_features
@@ -414,6 +428,10 @@ class GATConv(torch.nn.Module):
             raise NotImplementedError("GATConv: edge_attr is not supported by spgnn.nn")
         _no_size(size, "GATConv")
         x = _input(x, "GATConv")
+        sparse_in = isinstance(edge_index, Tensor) and edge_index.layout in (torch.sparse_coo,
+                                                                             torch.sparse_csr)
+        layout = edge_index.layout if sparse_in else None
+        edge_index = as_graph(edge_index)
         if x.dtype != torch.float32:
             raise TypeError(f"GATConv: spgnn's attention kernels take float32, got {x.dtype}")
         n, H, C = x.shape[0], self.heads, self.out_channels
@@ -440,6 +458,10 @@ class GATConv(torch.nn.Module):
             out = out + self.bias
         if return_attention_weights:
             ei = torch.stack([_ops.graph_tensor(h, "col", x, 0), _ops.graph_tensor(h, "row", x, 0)])
+            if sparse_in:  # as PyG: the attended adj_t (self loops included) holding alpha
+                adj = torch.sparse_coo_tensor(ei.flip(0), attn,
+                                              (n, n) + tuple(attn.shape[1:])).coalesce()
+                return out, (adj.to_sparse_csr() if layout == torch.sparse_csr else adj, attn)
             return out, (ei, attn)
         return out
 
