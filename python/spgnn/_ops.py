@@ -69,23 +69,25 @@ def _eager(*ts: Tensor) -> bool:
 
 
 @custom_op(f"{_lib}::graph_from_edge_index", mutates_args=())
-def _graph_from_edge_index_op(edge_index: Tensor, num_nodes: int) -> Tensor:
+def _graph_from_edge_index_op(edge_index: Tensor, num_nodes: int, num_src: int) -> Tensor:
     from .graph import _edge_index_graph
     # A fresh handle, not a view of the cached graph's: torch.compile may recycle the storage of
     # an op's output once it is done with it.
-    return _edge_index_graph(edge_index, num_nodes).fresh_handle()
+    return _edge_index_graph(edge_index, num_nodes, num_src).fresh_handle()
 
 
 @register_fake(f"{_lib}::graph_from_edge_index")
-def _(edge_index, num_nodes):
+def _(edge_index, num_nodes, num_src):
     return _fake_handle(edge_index.shape[1])
 
 
-def graph_from_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
+def graph_from_edge_index(edge_index: Tensor, num_nodes: int, num_src: int = -1) -> Tensor:
+    """The handle of edge_index's graph with num_nodes targets and num_src sources (-1: as many
+    as targets)."""
     if _eager(edge_index):
         from .graph import _edge_index_graph
-        return _edge_index_graph(edge_index, num_nodes).handle()
-    return _graph_from_edge_index_op(edge_index, num_nodes)
+        return _edge_index_graph(edge_index, num_nodes, num_src).handle()
+    return _graph_from_edge_index_op(edge_index, num_nodes, num_src)
 
 
 # Derivations whose edge count equals the parent's.

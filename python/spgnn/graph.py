@@ -223,15 +223,18 @@ _cache: "collections.OrderedDict[tuple, Tuple[Tensor, Graph]]" = collections.Ord
 _cache_lock = threading.Lock()
 
 
-def _edge_index_graph(edge_index: Tensor, num_nodes: int) -> Graph:
+def _edge_index_graph(edge_index: Tensor, num_nodes: int, num_src: int = -1) -> Graph:
+    """edge_index's graph with num_nodes targets and num_src sources (-1: num_nodes), cached."""
+    n_src = int(num_nodes) if num_src < 0 else int(num_src)
     key = (edge_index.data_ptr(), tuple(edge_index.shape), tuple(edge_index.stride()),
-           edge_index.dtype, edge_index.device, edge_index._version, int(num_nodes))
+           edge_index.dtype, edge_index.device, edge_index._version, int(num_nodes), n_src)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
             return hit[1]
-    g = Graph(edge_index, int(num_nodes))
+    g = (Graph(edge_index, int(num_nodes)) if n_src == int(num_nodes)
+         else Graph(edge_index, size=(n_src, int(num_nodes))))
     with _cache_lock:
         _cache[key] = (edge_index, g)
         while len(_cache) > _CACHE_SIZE:
@@ -291,23 +294,27 @@ def clear_cache() -> None:
     _identity.clear()
 
 
-def resolve(edge_index, num_nodes: int) -> Tensor:
+def resolve(edge_index, num_nodes: int, num_src: int = -1) -> Tensor:
     """A handle for what a layer got as edge_index: an spgnn.Graph, a PyG edge_index tensor, or
-    a torch sparse adj_t."""
+    a torch sparse adj_t; num_nodes targets and num_src sources (-1: a square graph, except
+    that a Graph or adj_t keeps its own source count)."""
     if isinstance(edge_index, Graph):
         if edge_index.num_dst_nodes != num_nodes:
             raise ValueError(f"the graph has {edge_index.num_dst_nodes} target nodes but x has "
-                             f"{num_nodes} rows")
+                             f"{num_nodes} rows" + (" (x_dst)" if num_src >= 0 else ""))
+        if num_src >= 0 and edge_index.num_src_nodes != num_src:
+            raise ValueError(f"the graph has {edge_index.num_src_nodes} source nodes but x_src "
+                             f"has {num_src} rows")
         return edge_index.handle()
     if isinstance(edge_index, Tensor):
         if edge_index.layout in (torch.sparse_coo, torch.sparse_csr):
-            return resolve(_sparse_graph(edge_index), num_nodes)
+            return resolve(_sparse_graph(edge_index), num_nodes, num_src)
         check_tensor(edge_index, "edge_index", ndim=(2,), dtypes=(torch.int64, torch.int32),
                      contiguous=False)
         if edge_index.shape[0] != 2:
             raise ValueError(f"edge_index must have shape [2, E] (row 0 = source, row 1 = "
                              f"target), got {tuple(edge_index.shape)}")
-        return _ops.graph_from_edge_index(edge_index, num_nodes)
+        return _ops.graph_from_edge_index(edge_index, num_nodes, num_src)
     name = type(edge_index).__name__
     if name == "SparseTensor":
         raise TypeError("torch_sparse.SparseTensor is not supported: pass edge_index, a torch "

@@ -309,13 +309,22 @@ def test_unsupported_arguments_are_clear_errors(gen):
     with pytest.raises(NotImplementedError, match="aggr"):
         snn.SAGEConv(4, 2, aggr="lstm")
     with pytest.raises(NotImplementedError, match="bipartite"):
-        snn.SAGEConv(4, 2)((x, x), ei)
+        snn.GCNConv(4, 2)((x, x), ei)
+    with pytest.raises(NotImplementedError, match="bipartite"):
+        snn.GATConv((4, 3), 2)
+    with pytest.raises(NotImplementedError, match="x_src, None"):
+        snn.SAGEConv(4, 2)((x, None), ei)
+    with pytest.raises(NotImplementedError, match="size"):
+        snn.SAGEConv(4, 2)((x, x[:5]), ei[:, ei[1] < 5], size=(n, 6))
+    with pytest.raises(ValueError, match="x_dst has 3 features"):
+        snn.SAGEConv((4, 2), 2)((x, x[:, :3]), ei)
     with pytest.raises(NotImplementedError, match="lazy"):
         snn.GCNConv(-1, 2)
     with pytest.raises(NotImplementedError, match="flow"):
         snn.GCNConv(4, 2, flow="target_to_source")
     with pytest.raises(NotImplementedError, match="size"):
-        snn.GINConv(torch.nn.Linear(4, 4))(x, ei, size=(n, n))
+        snn.GINConv(torch.nn.Linear(4, 4))(x, ei, size=(n, n + 1))
+    snn.GINConv(torch.nn.Linear(4, 4))(x, ei, size=(n, n))  # the inputs' own size is fine
 
 def _adj_t(ei, n, values, layout):
     adj = torch.sparse_coo_tensor(ei.flip(0), values, (n, n), check_invariants=True).coalesce()
@@ -385,3 +394,51 @@ def test_gat_attention_weights_of_a_sparse_adj_t_are_sparse_like_pyg(gen):
         assert a_ours.layout == a_ref.layout and a_ours.shape == a_ref.shape
         assert rel_err(a_ours.to_dense(), a_ref.to_dense()) < TOL
         assert alpha_ours.shape == alpha_ref.shape
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n_src,n_dst", [(45, 17), (12, 40)])
+@pytest.mark.parametrize("arg", ["edge_index", "graph", "adj_t"])
+@pytest.mark.parametrize("name,kw", [
+    ("SAGEConv", dict()), ("SAGEConv", dict(aggr="sum")), ("SAGEConv", dict(aggr="max")),
+    ("SAGEConv", dict(project=True, normalize=True)), ("SAGEConv", dict(root_weight=False)),
+    ("GINConv", dict(narrowing=True)), ("GINConv", dict(narrowing=False))])
+def test_bipartite_inputs_match_pyg(gen, device, n_src, n_dst, arg, name, kw):
+    """x=(x_src, x_dst) as PyG's SAGEConv and GINConv take it (HeteroConv's call): edges from
+    n_src sources to n_dst targets, some targets without edges; as edge_index, as a Graph of
+    size (n_src, n_dst) and as an adj_t of shape [n_dst, n_src]."""
+    E = 5 * max(n_src, n_dst)
+    ei = torch.stack([torch.randint(0, n_src, (E,), generator=gen),
+                      torch.randint(0, n_dst - 3, (E,), generator=gen)]).to(device)
+    edge_arg = {"edge_index": ei,
+                "graph": spgnn.Graph(ei, size=(n_src, n_dst)),
+                "adj_t": torch.sparse_coo_tensor(ei.flip(0), torch.ones(E, device=device),
+                                                 (n_dst, n_src)).coalesce()}[arg]
+    torch.manual_seed(0)
+    if name == "SAGEConv":
+        ref, ours = pyg.SAGEConv((9, 6), 5, **kw), snn.SAGEConv((9, 6), 5, **kw)
+        fsrc, fdst = 9, 6
+    else:
+        first = torch.nn.Linear(9, 4 if kw["narrowing"] else 12)
+        mlp = torch.nn.Sequential(first, torch.nn.ReLU(), torch.nn.Linear(first.out_features, 3))
+        ref = pyg.GINConv(copy.deepcopy(mlp), eps=0.25, train_eps=True)
+        ours = snn.GINConv(copy.deepcopy(mlp), eps=0.25, train_eps=True)
+        fsrc = fdst = 9
+    ours.load_state_dict(ref.state_dict(), strict=True)
+    ref, ours = ref.to(device), ours.to(device)
+    xs, xd = randn(gen, n_src, fsrc, device=device), randn(gen, n_dst, fdst, device=device)
+    ref_edges = edge_arg if arg == "adj_t" else ei
+    ins_r = (xs.clone().requires_grad_(), xd.clone().requires_grad_())
+    ins_o = (xs.clone().requires_grad_(), xd.clone().requires_grad_())
+    yr, yo = ref(ins_r, ref_edges), ours(ins_o, edge_arg)
+    assert yo.shape == yr.shape == (n_dst, yr.shape[1])
+    assert rel_err(yo, yr) < TOL
+    up = torch.randn(yr.shape, generator=torch.Generator().manual_seed(3)).to(device)
+    wrt_r = [t for t in ins_r if t.requires_grad] + list(ref.parameters())
+    wrt_o = [t for t in ins_o if t.requires_grad] + list(ours.parameters())
+    gr = torch.autograd.grad(yr, wrt_r, up, allow_unused=True)
+    go = torch.autograd.grad(yo, wrt_o, up, allow_unused=True)
+    for a, b in zip(go, gr):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert rel_err(a, b) < TOL

@@ -16,8 +16,12 @@ and GATConv ignores them; its graph is cached like an edge_index's. torch.compil
 trace sparse tensors: there, build ``spgnn.Graph.from_sparse_tensor(adj_t)`` once and pass it. A weighted ``spgnn.Graph``
 weights SAGEConv's and GINConv's messages the same way.
 
-Not supported (a clear error says so): bipartite inputs ``x=(x_src, x_dst)``, ``size=``,
-``edge_attr``/``edge_dim`` in GATConv, aggregations other than sum/add/mean/max/min, lazy
+SAGEConv and GINConv also take bipartite inputs as PyG's do (``x=(x_src, x_dst)``, SAGEConv's
+``in_channels=(in_src, in_dst)``; edges run from x_src's rows to x_dst's), e.g. inside PyG's
+HeteroConv.
+
+Not supported (a clear error says so): bipartite inputs to GCNConv and GATConv, a ``size=``
+that differs from the inputs' rows, ``edge_attr``/``edge_dim`` in GATConv, aggregations other than sum/add/mean/max/min, lazy
 ``in_channels=-1``, torch_sparse.SparseTensor adjacencies (convert them with
 ``adj_t.to_torch_sparse_csr_tensor()``), and inputs that are not float32 (float64 on the CPU).
 """
@@ -49,7 +53,16 @@ def _glorot(t: Tensor) -> None:
             t.uniform_(-a, a)
 
 
-def _check_channels(in_channels, out_channels, cls):
+def _check_channels(in_channels, out_channels, cls, bipartite=False):
+    """Checks the widths; with ``bipartite``, in_channels may be a pair (sources, targets), as
+    in PyG. Returns in_channels as a (sources, targets) pair."""
+    if bipartite and isinstance(in_channels, (tuple, list)):
+        if len(in_channels) != 2:
+            raise ValueError(f"{cls}: in_channels must be an int or a pair (sources, targets), "
+                             f"got {in_channels!r}")
+        for v, name in zip(in_channels, ("in_channels[0]", "in_channels[1]")):
+            _check_channels(v, out_channels, cls)
+        return tuple(in_channels)
     for v, name in ((in_channels, "in_channels"), (out_channels, "out_channels")):
         if isinstance(v, (tuple, list)):
             raise NotImplementedError(f"{cls}: bipartite {name}={v} is not supported by spgnn.nn")
@@ -60,6 +73,7 @@ def _check_channels(in_channels, out_channels, cls):
                                       "by spgnn.nn; pass the feature width")
         if v <= 0:
             raise ValueError(f"{cls}: {name} must be positive, got {v}")
+    return (in_channels, in_channels)
 
 
 def _unsupported_kwargs(kwargs, cls):
@@ -69,12 +83,40 @@ def _unsupported_kwargs(kwargs, cls):
                                   "(see spgnn.nn's documentation for what is)")
 
 
-def _input(x, cls) -> Tensor:
+def _input(x, cls, name="x") -> Tensor:
     if isinstance(x, (tuple, list)):
         raise NotImplementedError(f"{cls}: bipartite inputs x=(x_src, x_dst) are not supported "
-                                  "by spgnn.nn")
-    check_float(x, "x", ndim=(2,), contiguous=False)
+                                  "by spgnn.nn's " + cls + " (SAGEConv and GINConv take them)")
+    check_float(x, name, ndim=(2,), contiguous=False)
     return x
+
+
+def _input_pair(x, edge_index, size, cls):
+    """(x_src, x_dst) from what a layer that takes bipartite inputs got, as PyG: x, or a pair
+    (x_src, x_dst) whose edges run from x_src's rows to x_dst's; ``size`` may repeat the pair's
+    row counts (n_src, n_dst). x_dst is x for a single tensor."""
+    if isinstance(x, (tuple, list)):
+        if len(x) != 2:
+            raise ValueError(f"{cls}: x must be a tensor or a pair (x_src, x_dst), got "
+                             f"{len(x)} items")
+        if x[1] is None:
+            raise NotImplementedError(f"{cls}: x=(x_src, None) is not supported by spgnn.nn; "
+                                      "pass the targets' features")
+        if isinstance(edge_index, DistGraph):
+            raise NotImplementedError(f"{cls}: bipartite inputs on a DistGraph are not supported")
+        x_src = _input(x[0], cls, "x[0] (x_src)")
+        x_dst = _input(x[1], cls, "x[1] (x_dst)")
+        if x_src.device != x_dst.device or x_src.dtype != x_dst.dtype:
+            raise TypeError(f"{cls}: x_src and x_dst must share device and dtype, got "
+                            f"{x_src.dtype} on {x_src.device} and {x_dst.dtype} on {x_dst.device}")
+    else:
+        x_src = x_dst = _input(x, cls)
+    if size is not None:
+        want = (x_src.shape[0], x_dst.shape[0])
+        if tuple(int(v) for v in size) != want:
+            raise NotImplementedError(f"{cls}: size={tuple(size)} differs from the inputs' rows "
+                                      f"{want}; spgnn.nn takes the sizes from x")
+    return x_src, x_dst
 
 
 def _no_size(size, cls):
@@ -254,10 +296,12 @@ def _aggr_name(aggr, cls) -> str:
     return _AGGRS[aggr]
 
 
-def _aggregate(edge_index, reduce: str, x: Tensor, n: int) -> Tensor:
+def _aggregate(edge_index, reduce: str, x: Tensor, n: int, n_src: int = -1) -> Tensor:
+    """reduce over edge_index of x's rows (sources) into n targets; n_src >= 0: a bipartite
+    graph with n_src sources."""
     if reduce in ("sum", "mean", "max", "min") and _overlapped(edge_index):
         return edge_index.aggregate(x, reduce)
-    h = resolve(edge_index, n)
+    h = resolve(edge_index, n, n_src)
     x = _sources(edge_index, x)
     if isinstance(edge_index, Graph) and edge_index.has_weights:
         # A weighted graph (e.g. from a sparse adj_t) scales each message by its edge weight,
@@ -279,17 +323,17 @@ class SAGEConv(torch.nn.Module):
                  normalize: bool = False, root_weight: bool = True, project: bool = False,
                  bias: bool = True, **kwargs):
         super().__init__()
-        _check_channels(in_channels, out_channels, "SAGEConv")
+        in_src, in_dst = _check_channels(in_channels, out_channels, "SAGEConv", bipartite=True)
         _unsupported_kwargs(kwargs, "SAGEConv")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.aggr = aggr
         self._reduce = _aggr_name(aggr, "SAGEConv")
         self.normalize, self.root_weight, self.project = normalize, root_weight, project
         if project:
-            self.lin = torch.nn.Linear(in_channels, in_channels, bias=True)
-        self.lin_l = torch.nn.Linear(in_channels, out_channels, bias=bias)
+            self.lin = torch.nn.Linear(in_src, in_src, bias=True)
+        self.lin_l = torch.nn.Linear(in_src, out_channels, bias=bias)
         if root_weight:
-            self.lin_r = torch.nn.Linear(in_channels, out_channels, bias=False)
+            self.lin_r = torch.nn.Linear(in_dst, out_channels, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -299,20 +343,29 @@ class SAGEConv(torch.nn.Module):
         if self.root_weight:
             self.lin_r.reset_parameters()
 
-    def forward(self, x: Tensor, edge_index: EdgeIndex, size=None) -> Tensor:
-        _no_size(size, "SAGEConv")
-        x = _input(x, "SAGEConv")
+    def forward(self, x, edge_index: EdgeIndex, size=None) -> Tensor:
+        x, x_root = _input_pair(x, edge_index, size, "SAGEConv")
+        bipartite = x is not x_root
+        n_src = x.shape[0] if bipartite else -1
+        in_src = self.lin.in_features if self.project else self.lin_l.in_features
+        for t, want, name in ((x, in_src, "x_src" if bipartite else "x"),
+                              (x_root, self.lin_r.in_features if self.root_weight else None,
+                               "x_dst")):
+            if want is not None and t.shape[1] != want:
+                raise ValueError(f"SAGEConv: {name} has {t.shape[1]} features but in_channels "
+                                 f"is {self.in_channels}")
         edge_index = as_graph(edge_index)
-        n = x.shape[0]
-        x_root = x  # as in PyG, the root term reads x before the projection
+        n = x_root.shape[0]
+        # as in PyG, the root term reads the targets' x before the projection
         if self.project:
             x = F.relu(self.lin(x))
         root = (x_root, self.lin_r.weight) if self.root_weight else None
         if self._reduce in ("sum", "mean"):
             out = _linear_aggregate(x, self.lin_l.weight, self.lin_l.bias,
-                                    lambda t: _aggregate(edge_index, self._reduce, t, n), root)
+                                    lambda t: _aggregate(edge_index, self._reduce, t, n, n_src),
+                                    root)
         else:
-            out = self.lin_l(_aggregate(edge_index, self._reduce, x, n))
+            out = self.lin_l(_aggregate(edge_index, self._reduce, x, n, n_src))
             if root is not None:
                 out = out + self.lin_r(x_root)
         if self.normalize:
@@ -352,25 +405,27 @@ class GINConv(torch.nn.Module):
         with torch.no_grad():
             self.eps.fill_(self.initial_eps)
 
-    def forward(self, x: Tensor, edge_index: EdgeIndex, size=None) -> Tensor:
-        _no_size(size, "GINConv")
-        x = _input(x, "GINConv")
+    def forward(self, x, edge_index: EdgeIndex, size=None) -> Tensor:
+        x, x_dst = _input_pair(x, edge_index, size, "GINConv")
+        bipartite = x is not x_dst
+        n_src = x.shape[0] if bipartite else -1
         edge_index = as_graph(edge_index)
-        n = x.shape[0]
+        n = x_dst.shape[0]
         first = self.nn[0] if isinstance(self.nn, torch.nn.Sequential) and len(self.nn) else None
         if (isinstance(first, torch.nn.Linear) and first.out_features < first.in_features
-                and x.shape[1] == first.in_features):
+                and x.shape[1] == first.in_features and x_dst.shape[1] == first.in_features):
             # The MLP's first Linear commutes with the aggregation and the (1 + eps) self term:
             # applying it first gathers out_features per edge instead of in_features.
             y, width = _lin(x, first.weight)
-            out = (_aggregate(edge_index, "sum", y, n) + (1 + self.eps) * y)[:, :width]
+            y_dst = _lin(x_dst, first.weight)[0] if bipartite else y
+            out = (_aggregate(edge_index, "sum", y, n, n_src) + (1 + self.eps) * y_dst)[:, :width]
             if first.bias is not None:
                 out = out + first.bias
             for m in list(self.nn)[1:]:
                 out = m(out)
             return out
-        out = _aggregate(edge_index, "sum", x, n)
-        out = out + (1 + self.eps) * x
+        out = _aggregate(edge_index, "sum", x, n, n_src)
+        out = out + (1 + self.eps) * x_dst
         return self.nn(out)
 
     def __repr__(self):
