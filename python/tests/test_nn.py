@@ -310,8 +310,8 @@ def test_unsupported_arguments_are_clear_errors(gen):
         snn.SAGEConv(4, 2, aggr="lstm")
     with pytest.raises(NotImplementedError, match="bipartite"):
         snn.GCNConv(4, 2)((x, x), ei)
-    with pytest.raises(NotImplementedError, match="bipartite"):
-        snn.GATConv((4, 3), 2)
+    with pytest.raises(NotImplementedError, match="more targets"):
+        snn.GATConv((4, 4), 2)((x[:5], x), ei[:, ei[0] < 5])
     with pytest.raises(NotImplementedError, match="x_src, None"):
         snn.SAGEConv(4, 2)((x, None), ei)
     with pytest.raises(NotImplementedError, match="size"):
@@ -402,11 +402,16 @@ def test_gat_attention_weights_of_a_sparse_adj_t_are_sparse_like_pyg(gen):
 @pytest.mark.parametrize("name,kw", [
     ("SAGEConv", dict()), ("SAGEConv", dict(aggr="sum")), ("SAGEConv", dict(aggr="max")),
     ("SAGEConv", dict(project=True, normalize=True)), ("SAGEConv", dict(root_weight=False)),
-    ("GINConv", dict(narrowing=True)), ("GINConv", dict(narrowing=False))])
+    ("GINConv", dict(narrowing=True)), ("GINConv", dict(narrowing=False)),
+    ("GATConv", dict(heads=2, add_self_loops=False)),
+    ("GATConv", dict(heads=2, concat=False, residual=True)),
+    ("GATConv", dict(shared=True, add_self_loops=False))])
 def test_bipartite_inputs_match_pyg(gen, device, n_src, n_dst, arg, name, kw):
-    """x=(x_src, x_dst) as PyG's SAGEConv and GINConv take it (HeteroConv's call): edges from
-    n_src sources to n_dst targets, some targets without edges; as edge_index, as a Graph of
-    size (n_src, n_dst) and as an adj_t of shape [n_dst, n_src]."""
+    """x=(x_src, x_dst) as PyG's SAGEConv, GINConv and GATConv take it (HeteroConv's call): edges
+    from n_src sources to n_dst targets, some targets without edges; as edge_index, as a Graph
+    of size (n_src, n_dst) and as an adj_t of shape [n_dst, n_src]. GATConv: separate lin_src /
+    lin_dst for a pair of in_channels, one shared lin for an int (and self loops i -> i, which
+    spgnn adds only where every target is a source)."""
     E = 5 * max(n_src, n_dst)
     ei = torch.stack([torch.randint(0, n_src, (E,), generator=gen),
                       torch.randint(0, n_dst - 3, (E,), generator=gen)]).to(device)
@@ -418,6 +423,17 @@ def test_bipartite_inputs_match_pyg(gen, device, n_src, n_dst, arg, name, kw):
     if name == "SAGEConv":
         ref, ours = pyg.SAGEConv((9, 6), 5, **kw), snn.SAGEConv((9, 6), 5, **kw)
         fsrc, fdst = 9, 6
+    elif name == "GATConv":
+        kw = dict(kw)
+        inch = 9 if kw.pop("shared", False) else (9, 6)
+        ref, ours = pyg.GATConv(inch, 5, **kw), snn.GATConv(inch, 5, **kw)
+        fsrc, fdst = (9, 9) if inch == 9 else inch
+        if kw.get("add_self_loops", True) and n_dst > n_src:
+            ours = ours.to(device)
+            with pytest.raises(NotImplementedError, match="more targets"):
+                ours((randn(gen, n_src, fsrc, device=device),
+                      randn(gen, n_dst, fdst, device=device)), edge_arg)
+            return
     else:
         first = torch.nn.Linear(9, 4 if kw["narrowing"] else 12)
         mlp = torch.nn.Sequential(first, torch.nn.ReLU(), torch.nn.Linear(first.out_features, 3))

@@ -16,11 +16,12 @@ and GATConv ignores them; its graph is cached like an edge_index's. torch.compil
 trace sparse tensors: there, build ``spgnn.Graph.from_sparse_tensor(adj_t)`` once and pass it. A weighted ``spgnn.Graph``
 weights SAGEConv's and GINConv's messages the same way.
 
-SAGEConv and GINConv also take bipartite inputs as PyG's do (``x=(x_src, x_dst)``, SAGEConv's
+SAGEConv, GINConv and GATConv also take bipartite inputs as PyG's do (``x=(x_src, x_dst)``,
 ``in_channels=(in_src, in_dst)``; edges run from x_src's rows to x_dst's), e.g. inside PyG's
 HeteroConv.
 
-Not supported (a clear error says so): bipartite inputs to GCNConv and GATConv, a ``size=``
+Not supported (a clear error says so): bipartite inputs to GCNConv (as in PyG), GATConv's self
+loops when a bipartite graph has more targets than sources, a ``size=``
 that differs from the inputs' rows, ``edge_attr``/``edge_dim`` in GATConv, aggregations other than sum/add/mean/max/min, lazy
 ``in_channels=-1``, torch_sparse.SparseTensor adjacencies (convert them with
 ``adj_t.to_torch_sparse_csr_tensor()``), and inputs that are not float32 (float64 on the CPU).
@@ -86,7 +87,7 @@ def _unsupported_kwargs(kwargs, cls):
 def _input(x, cls, name="x") -> Tensor:
     if isinstance(x, (tuple, list)):
         raise NotImplementedError(f"{cls}: bipartite inputs x=(x_src, x_dst) are not supported "
-                                  "by spgnn.nn's " + cls + " (SAGEConv and GINConv take them)")
+                                  "by spgnn.nn's " + cls + " (SAGEConv, GINConv and GATConv take them)")
     check_float(x, name, ndim=(2,), contiguous=False)
     return x
 
@@ -445,7 +446,7 @@ class GATConv(torch.nn.Module):
                  edge_dim: Optional[int] = None, fill_value="mean", bias: bool = True,
                  residual: bool = False, **kwargs):
         super().__init__()
-        _check_channels(in_channels, out_channels, "GATConv")
+        in_src, in_dst = _check_channels(in_channels, out_channels, "GATConv", bipartite=True)
         _unsupported_kwargs(kwargs, "GATConv")
         if edge_dim is not None:
             raise NotImplementedError("GATConv: edge features (edge_dim) are not supported by "
@@ -457,11 +458,17 @@ class GATConv(torch.nn.Module):
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.concat, self.negative_slope, self.dropout = concat, float(negative_slope), dropout
         self.add_self_loops, self.residual = add_self_loops, residual
-        self.lin = torch.nn.Linear(in_channels, heads * out_channels, bias=False)
+        # As PyG: one transform `lin`, or `lin_src` and `lin_dst` when in_channels is a pair.
+        self.lin = self.lin_src = self.lin_dst = None
+        if isinstance(in_channels, int):
+            self.lin = torch.nn.Linear(in_channels, heads * out_channels, bias=False)
+        else:
+            self.lin_src = torch.nn.Linear(in_src, heads * out_channels, bias=False)
+            self.lin_dst = torch.nn.Linear(in_dst, heads * out_channels, bias=False)
         self.att_src = Parameter(torch.empty(1, heads, out_channels))
         self.att_dst = Parameter(torch.empty(1, heads, out_channels))
         total = heads * out_channels if concat else out_channels
-        self.res = torch.nn.Linear(in_channels, total, bias=False) if residual else None
+        self.res = torch.nn.Linear(in_dst, total, bias=False) if residual else None
         if bias:
             self.bias = Parameter(torch.empty(total))
         else:
@@ -469,7 +476,9 @@ class GATConv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        _glorot(self.lin.weight)
+        for lin in (self.lin, self.lin_src, self.lin_dst):
+            if lin is not None:
+                _glorot(lin.weight)
         _glorot(self.att_src)
         _glorot(self.att_dst)
         if self.res is not None:
@@ -481,21 +490,29 @@ class GATConv(torch.nn.Module):
                 size=None, return_attention_weights: Optional[bool] = None):
         if edge_attr is not None:
             raise NotImplementedError("GATConv: edge_attr is not supported by spgnn.nn")
-        _no_size(size, "GATConv")
-        x = _input(x, "GATConv")
+        x, x_dst = _input_pair(x, edge_index, size, "GATConv")
+        bipartite = x is not x_dst
         sparse_in = isinstance(edge_index, Tensor) and edge_index.layout in (torch.sparse_coo,
                                                                              torch.sparse_csr)
         layout = edge_index.layout if sparse_in else None
         edge_index = as_graph(edge_index)
-        if x.dtype != torch.float32:
-            raise TypeError(f"GATConv: spgnn's attention kernels take float32, got {x.dtype}")
-        n, H, C = x.shape[0], self.heads, self.out_channels
-        feat = self.lin(x)
-        f3 = feat.view(n, H, C)
-        el = (f3 * self.att_src).sum(-1)
-        er = (f3 * self.att_dst).sum(-1)
-        h = resolve(edge_index, n)
+        for t in (x, x_dst):
+            if t.dtype != torch.float32:
+                raise TypeError(f"GATConv: spgnn's attention kernels take float32, got {t.dtype}")
+        n, n_src, H, C = x_dst.shape[0], x.shape[0], self.heads, self.out_channels
+        if self.lin is not None:
+            feat = self.lin(x)
+            feat_dst = self.lin(x_dst) if bipartite else feat
+        else:
+            feat, feat_dst = self.lin_src(x), self.lin_dst(x_dst)
+        el = (feat.view(n_src, H, C) * self.att_src).sum(-1)
+        er = (feat_dst.view(n, H, C) * self.att_dst).sum(-1)
+        h = resolve(edge_index, n, n_src if bipartite else -1)
         if self.add_self_loops:
+            if n > n_src:
+                raise NotImplementedError(
+                    f"GATConv: self loops on a bipartite graph with more targets ({n}) than "
+                    f"sources ({n_src}) are not supported by spgnn.nn; pass add_self_loops=False")
             h = _variant(edge_index, h, "loops")
         if isinstance(edge_index, DistGraph):
             # One exchange for the halo's transformed features and source attention logits.
@@ -508,14 +525,14 @@ class GATConv(torch.nn.Module):
                                        self.negative_slope, p, seed, n, "")
         out = out.view(n, H * C) if self.concat else out.view(n, H, C).mean(dim=1)
         if self.res is not None:
-            out = out + self.res(x)
+            out = out + self.res(x_dst)
         if self.bias is not None:
             out = out + self.bias
         if return_attention_weights:
             ei = torch.stack([_ops.graph_tensor(h, "col", x, 0), _ops.graph_tensor(h, "row", x, 0)])
             if sparse_in:  # as PyG: the attended adj_t (self loops included) holding alpha
                 adj = torch.sparse_coo_tensor(ei.flip(0), attn,
-                                              (n, n) + tuple(attn.shape[1:])).coalesce()
+                                              (n, n_src) + tuple(attn.shape[1:])).coalesce()
                 return out, (adj.to_sparse_csr() if layout == torch.sparse_csr else adj, attn)
             return out, (ei, attn)
         return out
