@@ -319,7 +319,9 @@ def test_unsupported_arguments_are_clear_errors(gen):
     with pytest.raises(ValueError, match="x_dst has 3 features"):
         snn.SAGEConv((4, 2), 2)((x, x[:, :3]), ei)
     with pytest.raises(NotImplementedError, match="lazy"):
-        snn.GCNConv(-1, 2)
+        snn.SAGEConv(-1, 2, project=True)
+    with pytest.raises(ValueError, match="out_channels"):
+        snn.GCNConv(4, -1)
     with pytest.raises(NotImplementedError, match="flow"):
         snn.GCNConv(4, 2, flow="target_to_source")
     with pytest.raises(NotImplementedError, match="size"):
@@ -458,3 +460,26 @@ def test_bipartite_inputs_match_pyg(gen, device, n_src, n_dst, arg, name, kw):
         assert (a is None) == (b is None)
         if a is not None:
             assert rel_err(a, b) < TOL
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,inch,kw", [
+    ("GCNConv", -1, dict()), ("SAGEConv", -1, dict()), ("SAGEConv", (-1, -1), dict(aggr="max")),
+    ("GATConv", -1, dict(heads=2, residual=True)),
+    ("GATConv", (-1, -1), dict(heads=2, add_self_loops=False))])
+def test_lazy_in_channels_match_pyg(gen, device, name, inch, kw):
+    """in_channels=-1 as in PyG: the width comes from the first input. A PyG state dict loads into
+    a layer that has not run yet, and a fresh one materialises PyG's parameter shapes."""
+    ei, n = make_edge_index("uniform", gen)
+    ei = ei.to(device)
+    x = randn(gen, n, 7, device=device)
+    torch.manual_seed(0)
+    ref = getattr(pyg, name)(inch, 4, **kw).to(device)
+    ref(x, ei)  # materialises PyG's lazy weights
+    ours = getattr(snn, name)(inch, 4, **kw).to(device)
+    ours.load_state_dict(ref.state_dict(), strict=True)
+    _compare(ref, ours, x, ei, ei)
+    fresh = getattr(snn, name)(inch, 4, **kw).to(device)
+    assert fresh(x, ei).shape == ref(x, ei).shape
+    assert {k: tuple(v.shape) for k, v in fresh.state_dict().items()} == \
+        {k: tuple(v.shape) for k, v in ref.state_dict().items()}

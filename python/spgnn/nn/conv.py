@@ -13,18 +13,20 @@ aggregation reads, as the same model does on the whole graph.
 A torch sparse ``adj_t`` (COO or CSR, rows = targets, as PyG's) works in place of
 ``edge_index`` too, as in PyG: its values weight the messages of GCNConv, SAGEConv and GINConv
 and GATConv ignores them; its graph is cached like an edge_index's. torch.compile does not
-trace sparse tensors: there, build ``spgnn.Graph.from_sparse_tensor(adj_t)`` once and pass it. A weighted ``spgnn.Graph``
-weights SAGEConv's and GINConv's messages the same way.
+trace sparse tensors: there, build ``spgnn.Graph.from_sparse_tensor(adj_t)`` once and pass it.
+A weighted ``spgnn.Graph`` weights SAGEConv's and GINConv's messages the same way.
 
 SAGEConv, GINConv and GATConv also take bipartite inputs as PyG's do (``x=(x_src, x_dst)``,
 ``in_channels=(in_src, in_dst)``; edges run from x_src's rows to x_dst's), e.g. inside PyG's
 HeteroConv.
 
 Not supported (a clear error says so): bipartite inputs to GCNConv (as in PyG), GATConv's self
-loops when a bipartite graph has more targets than sources, a ``size=``
-that differs from the inputs' rows, ``edge_attr``/``edge_dim`` in GATConv, aggregations other than sum/add/mean/max/min, lazy
-``in_channels=-1``, torch_sparse.SparseTensor adjacencies (convert them with
-``adj_t.to_torch_sparse_csr_tensor()``), and inputs that are not float32 (float64 on the CPU).
+loops when a bipartite graph has more targets than sources, a ``size=`` that differs from the
+inputs' rows, ``edge_attr``/``edge_dim`` in GATConv, aggregations other than
+sum/add/mean/max/min, lazy ``in_channels=-1`` with SAGEConv's ``project``,
+torch_sparse.SparseTensor adjacencies (convert them with ``adj_t.to_torch_sparse_csr_tensor()``),
+and inputs that are not float32 (float64 on the CPU). Lazy ``in_channels=-1`` (or ``(-1, -1)``)
+takes the width from the first input, as in PyG.
 """
 from __future__ import annotations
 
@@ -48,7 +50,8 @@ EdgeIndex = Union[Tensor, Graph]  # a [2, E] edge_index, a torch sparse adj_t, o
 
 def _glorot(t: Tensor) -> None:
     # PyG's glorot: uniform in +-sqrt(6 / (fan_in + fan_out)) over the last two dimensions.
-    if t is not None:
+    # A lazy Linear's weight gets it once its width is known (_materialize).
+    if t is not None and not isinstance(t, torch.nn.parameter.UninitializedParameter):
         a = math.sqrt(6.0 / (t.size(-2) + t.size(-1)))
         with torch.no_grad():
             t.uniform_(-a, a)
@@ -69,12 +72,29 @@ def _check_channels(in_channels, out_channels, cls, bipartite=False):
             raise NotImplementedError(f"{cls}: bipartite {name}={v} is not supported by spgnn.nn")
         if not isinstance(v, int) or isinstance(v, bool):
             raise TypeError(f"{cls}: {name} must be an int, got {v!r}")
-        if v == -1:
-            raise NotImplementedError(f"{cls}: lazy initialisation ({name}=-1) is not supported "
-                                      "by spgnn.nn; pass the feature width")
+        if v == -1 and name == "in_channels":
+            continue  # lazy: the width is read from the first input, as in PyG
         if v <= 0:
             raise ValueError(f"{cls}: {name} must be positive, got {v}")
     return (in_channels, in_channels)
+
+
+def _linear(in_features: int, out_features: int, bias: bool) -> torch.nn.Module:
+    """A Linear, or for in_features = -1 (PyG's lazy initialisation) a LazyLinear whose width
+    comes from the first input it meets (_materialize)."""
+    if in_features == -1:
+        return torch.nn.LazyLinear(out_features, bias=bias)
+    return torch.nn.Linear(in_features, out_features, bias=bias)
+
+
+def _materialize(lin, t: Tensor, init=None) -> None:
+    """Gives a lazy Linear its input width from t (the layers read .weight directly, which does
+    not run the lazy module's own hook), then ``init`` (the layer's initialisation) if given."""
+    if lin is not None and isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
+        with torch.no_grad():
+            lin.initialize_parameters(t)
+        if init is not None:
+            init(lin)
 
 
 def _unsupported_kwargs(kwargs, cls):
@@ -87,7 +107,7 @@ def _unsupported_kwargs(kwargs, cls):
 def _input(x, cls, name="x") -> Tensor:
     if isinstance(x, (tuple, list)):
         raise NotImplementedError(f"{cls}: bipartite inputs x=(x_src, x_dst) are not supported "
-                                  "by spgnn.nn's " + cls + " (SAGEConv, GINConv and GATConv take them)")
+                                  f"by spgnn.nn's {cls} (SAGEConv, GINConv and GATConv take them)")
     check_float(x, name, ndim=(2,), contiguous=False)
     return x
 
@@ -216,7 +236,7 @@ class GCNConv(torch.nn.Module):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.improved, self.cached = improved, cached
         self.add_self_loops, self.normalize = add_self_loops, normalize
-        self.lin = torch.nn.Linear(in_channels, out_channels, bias=False)
+        self.lin = _linear(in_channels, out_channels, bias=False)
         if bias:
             self.bias = Parameter(torch.empty(out_channels))
         else:
@@ -236,6 +256,7 @@ class GCNConv(torch.nn.Module):
     def forward(self, x: Tensor, edge_index: EdgeIndex,
                 edge_weight: Optional[Tensor] = None) -> Tensor:
         x = _input(x, "GCNConv")
+        _materialize(self.lin, x, lambda m: _glorot(m.weight))
         edge_index = as_graph(edge_index)
         n = x.shape[0]
         if edge_weight is not None:
@@ -331,10 +352,13 @@ class SAGEConv(torch.nn.Module):
         self._reduce = _aggr_name(aggr, "SAGEConv")
         self.normalize, self.root_weight, self.project = normalize, root_weight, project
         if project:
+            if in_src == -1:
+                raise NotImplementedError("SAGEConv: project=True with lazy in_channels=-1 is "
+                                          "not supported by spgnn.nn; pass the feature width")
             self.lin = torch.nn.Linear(in_src, in_src, bias=True)
-        self.lin_l = torch.nn.Linear(in_src, out_channels, bias=bias)
+        self.lin_l = _linear(in_src, out_channels, bias=bias)
         if root_weight:
-            self.lin_r = torch.nn.Linear(in_dst, out_channels, bias=False)
+            self.lin_r = _linear(in_dst, out_channels, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -346,11 +370,15 @@ class SAGEConv(torch.nn.Module):
 
     def forward(self, x, edge_index: EdgeIndex, size=None) -> Tensor:
         x, x_root = _input_pair(x, edge_index, size, "SAGEConv")
+        _materialize(self.lin_l, x)
+        if self.root_weight:
+            _materialize(self.lin_r, x_root)
         bipartite = x is not x_root
         n_src = x.shape[0] if bipartite else -1
-        in_src = self.lin.in_features if self.project else self.lin_l.in_features
+        # (weight shapes, not in_features: a lazy Linear given a state dict keeps in_features 0)
+        in_src = (self.lin if self.project else self.lin_l).weight.shape[1]
         for t, want, name in ((x, in_src, "x_src" if bipartite else "x"),
-                              (x_root, self.lin_r.in_features if self.root_weight else None,
+                              (x_root, self.lin_r.weight.shape[1] if self.root_weight else None,
                                "x_dst")):
             if want is not None and t.shape[1] != want:
                 raise ValueError(f"SAGEConv: {name} has {t.shape[1]} features but in_channels "
@@ -461,14 +489,14 @@ class GATConv(torch.nn.Module):
         # As PyG: one transform `lin`, or `lin_src` and `lin_dst` when in_channels is a pair.
         self.lin = self.lin_src = self.lin_dst = None
         if isinstance(in_channels, int):
-            self.lin = torch.nn.Linear(in_channels, heads * out_channels, bias=False)
+            self.lin = _linear(in_channels, heads * out_channels, bias=False)
         else:
-            self.lin_src = torch.nn.Linear(in_src, heads * out_channels, bias=False)
-            self.lin_dst = torch.nn.Linear(in_dst, heads * out_channels, bias=False)
+            self.lin_src = _linear(in_src, heads * out_channels, bias=False)
+            self.lin_dst = _linear(in_dst, heads * out_channels, bias=False)
         self.att_src = Parameter(torch.empty(1, heads, out_channels))
         self.att_dst = Parameter(torch.empty(1, heads, out_channels))
         total = heads * out_channels if concat else out_channels
-        self.res = torch.nn.Linear(in_dst, total, bias=False) if residual else None
+        self.res = _linear(in_dst, total, bias=False) if residual else None
         if bias:
             self.bias = Parameter(torch.empty(total))
         else:
@@ -491,6 +519,8 @@ class GATConv(torch.nn.Module):
         if edge_attr is not None:
             raise NotImplementedError("GATConv: edge_attr is not supported by spgnn.nn")
         x, x_dst = _input_pair(x, edge_index, size, "GATConv")
+        for lin, t in ((self.lin, x), (self.lin_src, x), (self.lin_dst, x_dst), (self.res, x_dst)):
+            _materialize(lin, t, lambda m: _glorot(m.weight))
         bipartite = x is not x_dst
         sparse_in = isinstance(edge_index, Tensor) and edge_index.layout in (torch.sparse_coo,
                                                                              torch.sparse_csr)
