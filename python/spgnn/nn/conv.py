@@ -89,12 +89,20 @@ def _linear(in_features: int, out_features: int, bias: bool) -> torch.nn.Module:
 
 def _materialize(lin, t: Tensor, init=None) -> None:
     """Gives a lazy Linear its input width from t (the layers read .weight directly, which does
-    not run the lazy module's own hook), then ``init`` (the layer's initialisation) if given."""
-    if lin is not None and isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
-        with torch.no_grad():
+    not run the lazy module's own hook) and its initialisation: torch's default, or ``init``
+    (the layer's own, e.g. glorot) alone, so the random stream advances as in PyG."""
+    if lin is None or not isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
+        return
+    with torch.no_grad():
+        if init is None:
             lin.initialize_parameters(t)
-        if init is not None:
-            init(lin)
+            return
+        lin.in_features = t.shape[-1]
+        lin.weight.materialize((lin.out_features, lin.in_features))
+        if lin.bias is not None:
+            lin.bias.materialize((lin.out_features,))
+            lin.bias.zero_()
+    init(lin)
 
 
 def _unsupported_kwargs(kwargs, cls):
@@ -519,7 +527,8 @@ class GATConv(torch.nn.Module):
         if edge_attr is not None:
             raise NotImplementedError("GATConv: edge_attr is not supported by spgnn.nn")
         x, x_dst = _input_pair(x, edge_index, size, "GATConv")
-        for lin, t in ((self.lin, x), (self.lin_src, x), (self.lin_dst, x_dst), (self.res, x_dst)):
+        # PyG's order of first use (the residual first), so lazy widths draw the same numbers
+        for lin, t in ((self.res, x_dst), (self.lin, x), (self.lin_src, x), (self.lin_dst, x_dst)):
             _materialize(lin, t, lambda m: _glorot(m.weight))
         bipartite = x is not x_dst
         sparse_in = isinstance(edge_index, Tensor) and edge_index.layout in (torch.sparse_coo,
