@@ -223,23 +223,31 @@ _cache: "collections.OrderedDict[tuple, Tuple[Tensor, Graph]]" = collections.Ord
 _cache_lock = threading.Lock()
 
 
-def _edge_index_graph(edge_index: Tensor, num_nodes: int, num_src: int = -1) -> Graph:
-    """edge_index's graph with num_nodes targets and num_src sources (-1: num_nodes), cached."""
-    n_src = int(num_nodes) if num_src < 0 else int(num_src)
-    key = (edge_index.data_ptr(), tuple(edge_index.shape), tuple(edge_index.stride()),
-           edge_index.dtype, edge_index.device, edge_index._version, int(num_nodes), n_src)
+def _cached_graph(key: tuple, source: Tensor, build) -> Graph:
+    """The Graph cached under key, else build() cached there (the cache holds `source` too, so
+    its memory, whose address is in the key, cannot be reused while the entry lives)."""
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
             return hit[1]
-    g = (Graph(edge_index, int(num_nodes)) if n_src == int(num_nodes)
-         else Graph(edge_index, size=(n_src, int(num_nodes))))
+    g = build()
     with _cache_lock:
-        _cache[key] = (edge_index, g)
+        _cache[key] = (source, g)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return g
+
+
+def _edge_index_graph(edge_index: Tensor, num_nodes: int, num_src: int = -1) -> Graph:
+    """edge_index's graph with num_nodes targets and num_src sources (-1: num_nodes), cached."""
+    n_dst = int(num_nodes)
+    n_src = n_dst if num_src < 0 else int(num_src)
+    key = (edge_index.data_ptr(), tuple(edge_index.shape), tuple(edge_index.stride()),
+           edge_index.dtype, edge_index.device, edge_index._version, n_dst, n_src)
+    return _cached_graph(key, edge_index,
+                         lambda: Graph(edge_index, n_dst) if n_src == n_dst
+                         else Graph(edge_index, size=(n_src, n_dst)))
 
 
 def _sparse_graph(adj_t: Tensor) -> Graph:
@@ -253,17 +261,7 @@ def _sparse_graph(adj_t: Tensor) -> Graph:
         arrays = (adj_t._indices().data_ptr(), adj_t._values().data_ptr())
     key = ("sparse", adj_t.layout, arrays, tuple(adj_t.shape), adj_t.dtype, adj_t.device,
            adj_t._version)
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit[1]
-    g = Graph.from_sparse_tensor(adj_t)
-    with _cache_lock:
-        _cache[key] = (adj_t, g)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return g
+    return _cached_graph(key, adj_t, lambda: Graph.from_sparse_tensor(adj_t))
 
 
 def as_graph(edge_index):

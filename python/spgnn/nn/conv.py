@@ -64,7 +64,7 @@ def _check_channels(in_channels, out_channels, cls, bipartite=False):
         if len(in_channels) != 2:
             raise ValueError(f"{cls}: in_channels must be an int or a pair (sources, targets), "
                              f"got {in_channels!r}")
-        for v, name in zip(in_channels, ("in_channels[0]", "in_channels[1]")):
+        for v in in_channels:
             _check_channels(v, out_channels, cls)
         return tuple(in_channels)
     for v, name in ((in_channels, "in_channels"), (out_channels, "out_channels")):
