@@ -115,6 +115,20 @@ struct WvArgs {
   bool w_is_t;  // w holds T, else float
 };
 
+// acc += the message of one non-zero: x = u[col] (V features), y = its edge row, w = its scalar
+// edge value, whichever the mode reads.
+template <int V, int kMode>
+__device__ __forceinline__ void add_message(float (&acc)[V], const float (&x)[V],
+                                            const float (&y)[V], float w, int binop) {
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    if constexpr (kMode == kCopyU) acc[q] += x[q];
+    else if constexpr (kMode == kCopyE) acc[q] += y[q];
+    else if constexpr (kMode == kUOpEScalar) acc[q] += apply(binop, x[q], w);
+    else acc[q] += apply(binop, x[q], y[q]);
+  }
+}
+
 // Adds the messages of non-zeros [beg, end) of one row to acc (the group's V features at foff):
 // the group loads G column indices (and scalar weights) at once and broadcasts them lane by lane.
 template <class IndexT, class T, int V, int kMode>
@@ -126,13 +140,7 @@ __device__ __forceinline__ void gather(const WvArgs<IndexT, T>& p, int64_t beg, 
     float x[V], y[V];
     if constexpr (kMode != kCopyE) elem::load<V>(x, p.u + static_cast<int64_t>(c) * p.F + foff);
     if constexpr (kMode == kCopyE || kMode == kUOpEWide) elem::load<V>(y, p.e + edge * p.F + foff);
-#pragma unroll
-    for (int q = 0; q < V; ++q) {
-      if constexpr (kMode == kCopyU) acc[q] += x[q];
-      else if constexpr (kMode == kCopyE) acc[q] += y[q];
-      else if constexpr (kMode == kUOpEScalar) acc[q] += apply(p.binop, x[q], w);
-      else acc[q] += apply(p.binop, x[q], y[q]);
-    }
+    add_message<V, kMode>(acc, x, y, w, p.binop);
   };
   for (int64_t base = beg; base < end; base += G) {
     const int cnt = static_cast<int>(min(static_cast<int64_t>(G), end - base));
@@ -341,13 +349,8 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
           start = k + j;
           gnnone::zero_vec(acc);
         }
-#pragma unroll
-        for (int q = 0; q < V; ++q) {
-          if constexpr (kMode == kCopyU) acc[q] += x[j][q];
-          else if constexpr (kMode == kCopyE) acc[q] += y[j][q];
-          else if constexpr (kMode == kUOpEScalar) acc[q] += apply(p.binop, x[j][q], s_w[k + j]);
-          else acc[q] += apply(p.binop, x[j][q], y[j][q]);
-        }
+        add_message<V, kMode>(acc, x[j], y[j], kMode == kUOpEScalar ? s_w[k + j] : 0.f,
+                              p.binop);
       }
     }
     int64_t deg = b - start;
