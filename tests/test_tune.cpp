@@ -218,23 +218,14 @@ TEST_F(Tune, CudaValidityRulesMirrorTheLaunchers) {
   EXPECT_EQ(gn(128, 4, 1, small), "");
 
   const StrategyInfo wv = info_of("warp_vertex", {{"warps", {1, 2, 4, 8, 16}, 4, ""},
-                                                  {"assign", {0, 1, 2, 3}, 0, ""},
-                                                  {"step", {1, 2, 4, 8, 16, 32}, 4, ""},
-                                                  {"split", {0, -1, 32, 128, 512}, 0, ""}});
-  auto wvs = [&](int64_t a, int64_t st, int64_t split = 0) {
-    return detail::validate_warp_vertex(
-        wv, Schedule{"warp_vertex", {{"assign", a}, {"step", st}, {"split", split}}});
+                                                  {"assign", {0, 1, 2}, 0, ""},
+                                                  {"step", {1, 2, 4, 8, 16, 32}, 4, ""}});
+  auto wvs = [&](int64_t a, int64_t st) {
+    return detail::validate_warp_vertex(wv, Schedule{"warp_vertex", {{"assign", a}, {"step", st}}});
   };
   EXPECT_EQ(wvs(1, 4), "");
   EXPECT_EQ(wvs(1, 8).rfind("same as step=4", 0), 0u);
   EXPECT_EQ(wvs(2, 8), "");
-  // The edge-balanced assignment has no task pool, and lifts a split below its cache to it.
-  EXPECT_EQ(wvs(3, 4), "");
-  EXPECT_EQ(wvs(3, 8).rfind("same as step=4", 0), 0u);
-  EXPECT_EQ(wvs(3, 4, 32).rfind("same as split=128", 0), 0u);
-  EXPECT_EQ(wvs(3, 4, 128), "");
-  EXPECT_EQ(wvs(3, 4, -1), "");
-  EXPECT_EQ(wvs(2, 4, 32), "");
 
   const StrategyInfo mp = info_of("mergepath", {{"cost", {4, 8, 16, 24, 32, 48, 64, 128}, 32, ""}});
   auto mps = [&](int64_t cost, int64_t n, int64_t nnz, int64_t F) {

@@ -126,10 +126,9 @@ std::vector<SpmmEntry> make_spmm_registry() {
                 "TLPGNN: one warp (or sub-warp group when F is narrow) per vertex, lanes over "
                 "features, result in registers, no atomics",
                 {{"warps", {1, 2, 4, 8, 16}, 4, "warps per block"},
-                 {"assign", {0, 1, 2, 3}, 0,
+                 {"assign", {0, 1, 2}, 0,
                   "0 = heuristic (software when n > 1M or avg degree > 50), 1 = hardware, "
-                  "2 = software task pool, 3 = edge-balanced (gnnone's stage 1; a group owns "
-                  "the rows that start in its slice)"},
+                  "2 = software task pool"},
                  {"step", {1, 2, 4, 8, 16, 32}, 4, "warp-tasks taken per atomic (software)"},
                  {"split", {0, -1, 32, 128, 512, 2048, 8192}, 0,
                   "rows with more non-zeros go to a block each (its groups share the row): "
@@ -521,25 +520,15 @@ std::string validate_rowtile(const StrategyInfo& info, const Schedule& s, DType 
   return "";
 }
 
-// warp_vertex.cu: `step` is read only by the software task pool; with hardware (assign=1) or
-// edge-balanced assignment (assign=3) every step is the same kernel. The edge-balanced kernel
-// raises a positive split to its cache of kWarpVertexEdgeCache non-zeros.
+// warp_vertex.cu: `step` is read only by the software task pool; with hardware assignment
+// (assign=1) every step is the same kernel.
 std::string validate_warp_vertex(const StrategyInfo& info, const Schedule& s) {
   const int64_t assign = value_or_default(info, s, "assign");
   const int64_t step = value_or_default(info, s, "step");
   const int64_t step0 = value_or_default(info, Schedule{info.name, {}}, "step");
-  if ((assign == 1 || assign == 3) && step != step0)
-    return "same as step=" + std::to_string(step0) + " (assign=" + std::to_string(assign) +
-           " does not use the software task pool, which step applies to)";
-  if (assign == 3) {
-    bool has_split = false;
-    for (const auto& spec : info.params) has_split = has_split || spec.name == "split";
-    const int64_t split = has_split ? value_or_default(info, s, "split") : 0;
-    if (split > 0 && split < kWarpVertexEdgeCache)
-      return "same as split=" + std::to_string(kWarpVertexEdgeCache) +
-             " (assign=3 splits no row of at most " + std::to_string(kWarpVertexEdgeCache) +
-             " non-zeros)";
-  }
+  if (assign == 1 && step != step0)
+    return "same as step=" + std::to_string(step0) +
+           " (assign=1 is hardware assignment; step applies to the software task pool only)";
   return "";
 }
 

@@ -114,9 +114,6 @@ std::string validate_gnnone(const StrategyInfo& info, const Schedule& s, DType i
                             const LaunchLimits& lim);
 std::string validate_rowtile(const StrategyInfo& info, const Schedule& s, DType index, int64_t F,
                              const LaunchLimits& lim);
-// warp_vertex's edge-balanced assignment (assign=3, warp_vertex.cu): non-zeros per warp, also
-// the least split threshold it applies.
-constexpr int64_t kWarpVertexEdgeCache = 128;
 std::string validate_warp_vertex(const StrategyInfo& info, const Schedule& s);
 std::string validate_mergepath(const StrategyInfo& info, const Schedule& s, int64_t n_rows,
                                int64_t nnz, int64_t F);

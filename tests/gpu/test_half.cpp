@@ -1,5 +1,4 @@
-// Half precision on the GPU (issue 12): gspmm (warp_vertex with its automatic and its
-// edge-balanced assignment, and `auto`, which must pick warp_vertex) and
+// Half precision on the GPU (issue 12): gspmm (warp_vertex, and `auto`, which must pick it) and
 // gsddmm (shuffle, and `auto`) on float16/bfloat16 operands against the float64 oracle on the
 // same (exactly converted) values: every graph shape, int32 and int64 indices, every width of
 // test_widths() (odd ones, 4 mod 8, and past one pass of 32 lanes), every op and reduce, scalar
@@ -118,25 +117,15 @@ TEST(HalfGpu, GspmmEveryGraphWidthOpAndReduce) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   for (DType h : {DType::f16, DType::bf16})
-    for (const std::string st : {"warp_vertex", "auto", "edge"})
+    for (const std::string st : {"warp_vertex", "auto"})
       for (GraphKind k : kinds())
         for (DType idx : kIndex)
           for (int64_t F : widths()) {
-            // "edge": warp_vertex's edge-balanced assignment (sum and mean only; max and min
-            // have one kernel whatever the assignment).
-            const bool edge = st == "edge";
-            const std::string s = edge ? "warp_vertex" : st;
-            const int64_t as = edge ? 3 : 0;
-            check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32, s, 0, as);
-            check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, DType::f32, s, 0, as);
-            check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::sum, F, -1, DType::f32, s, 0, as);
-            check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::sum, F, 1, h, s, 0, as);
-            check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, s, 0, as);
-            if (edge) {
-              check_half_spmm(h, k, idx, SpmmOp::copy_e, Reduce::mean, F, F, h, s, 0, as);
-              check_half_spmm(h, k, idx, SpmmOp::u_div_e, Reduce::sum, F, 1, h, s, 0, as);
-              continue;
-            }
+            check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32, st);
+            check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, DType::f32, st);
+            check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::sum, F, -1, DType::f32, st);
+            check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::sum, F, 1, h, st);
+            check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, st);
             if (F <= 33 || quick()) {
               check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::max, F, 0, DType::f32, st);
               check_half_spmm(h, k, idx, SpmmOp::copy_e, Reduce::min, F, F, h, st);
@@ -147,15 +136,14 @@ TEST(HalfGpu, GspmmEveryGraphWidthOpAndReduce) {
 #endif
 }
 
-// warp_vertex's heavy-row blocks in half precision: many rows split (32; 128 for the
-// edge-balanced assignment, its least), the hubs only (512) and none (-1), with the automatic,
-// the software and the edge-balanced assignment.
+// warp_vertex's heavy-row blocks in half precision: many rows split (32), the hubs only (512) and
+// none (-1), with the automatic and the software assignment.
 TEST(HalfGpu, GspmmHeavyRowsSplitOrNot) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   for (DType h : {DType::f16, DType::bf16})
     for (int64_t split : {32, 512, -1})
-      for (int64_t assign : {0, 2, 3})
+      for (int64_t assign : {0, 2})
         for (GraphKind k : {GraphKind::star, GraphKind::half_row, GraphKind::rmat,
                             GraphKind::empty_rows})
           for (DType idx : kIndex)

@@ -18,20 +18,12 @@
 // (assign=0) follows the paper's discriminant: software when n > 1M (hardware would launch too
 // many blocks) or the average degree is > 50 (a vertex's work dwarfs the atomic). (An
 // edge-balanced third assignment, each group taking the whole rows that start in its slice of
-// ~L non-zeros, was tried and measured slower on R-MAT scale 21 in float16: 3.39 vs 2.73 ms at
-// F = 64, 8.23 vs 7.63 at F = 256; docs/GPU_NOTES.md.)
-//
-// Edge-balanced assignment (assign = 3): gnnone's stage 1 (a warp caches the row and column
-// indices, and scalar weights, of `kEdgeCache` consecutive non-zeros in shared memory with
-// coalesced loads) with rows owned whole: the warp's slice is cut into one sub-slice per group,
-// and a group owns the rows that START in its sub-slice. It skips the run it begins inside (an
-// earlier group's row), walks its rows from the cache, detecting row changes from the cached
-// row indices (no rowptr loads), stores each row once, and finishes its last row past the
-// sub-slice (and past the warp's slice) through global loads. Every row is stored once with one
-// rounding: no atomics, no float32 scratch, which is what half outputs need (gnnone's float32
-// kernel adds a cut row's partials with atomics). Empty rows are zeroed by a pass over rowptr
-// first; rows longer than the split threshold (at least kEdgeCache, so no such row fits inside
-// one sub-slice) go to the heavy-row blocks below.
+// ~L non-zeros, was tried twice and measured slower: on R-MAT scale 21 in float16, 3.39 vs 2.73
+// ms at F = 64; and with gnnone's stage 1 (128 non-zeros cached per warp, the last row finished
+// through global loads) in bfloat16 on the H200, 5.0 vs 2.7 ms at F = 64 and 9.4 vs 6.2 at F =
+// 256 (kron21, heavy rows split at 128 in both), 7.5 vs 4.0 ms on er:232965:489 at F = 64. A
+// group idles while another in its warp walks a row that crosses the sub-slices, and a warp's
+// loads wait for the longest; docs/GPU_NOTES.md.)
 //
 // Heavy rows (`split`): a row with more non-zeros than `split` would keep one group busy long after
 // the rest of the grid is done (on R-MAT scale 21 one hub row made a float16 SpMM at F = 64 take
@@ -78,9 +70,6 @@ constexpr int kUnroll = 4;
 // Threads per block of the heavy-row kernel, and the smallest automatic split threshold.
 constexpr int kHeavyThreads = 256;
 constexpr int64_t kMinAutoSplit = 128;
-// Non-zeros per warp of the edge-balanced assignment (gnnone's default cache_size).
-constexpr int kEdgeCache = static_cast<int>(kWarpVertexEdgeCache);
-constexpr int kAssignEdge = 3;
 
 // A scalar edge weight: float32, or the features' dtype (a warp-uniform branch).
 template <class T>
@@ -92,7 +81,6 @@ template <class IndexT, class T>
 struct WvArgs {
   const IndexT* __restrict__ rowptr;
   const IndexT* __restrict__ col;
-  const IndexT* __restrict__ row;  // COO row indices (edge-balanced assignment)
   const T* __restrict__ u;
   const T* __restrict__ e;  // edge rows [nnz, F] (copy_e, u_op_e with wide e)
   const void* w;            // scalar edge weights [nnz] (u_op_e with e of width 1)
@@ -103,8 +91,6 @@ struct WvArgs {
   int64_t n_tasks;  // warp-tasks = ceil(n / groups per warp)
   const int64_t* __restrict__ heavy;  // rows with more than `split` non-zeros (split > 0)
   int64_t split;    // 0: no row is skipped by the vertex kernel
-  int64_t nnz;
-  int warp_bytes;   // edge-balanced: shared bytes per warp
   int nv;
   int g_log2;
   int passes;
@@ -114,20 +100,6 @@ struct WvArgs {
   bool software;
   bool w_is_t;  // w holds T, else float
 };
-
-// acc += the message of one non-zero: x = u[col] (V features), y = its edge row, w = its scalar
-// edge value, whichever the mode reads.
-template <int V, int kMode>
-__device__ __forceinline__ void add_message(float (&acc)[V], const float (&x)[V],
-                                            const float (&y)[V], float w, int binop) {
-#pragma unroll
-  for (int q = 0; q < V; ++q) {
-    if constexpr (kMode == kCopyU) acc[q] += x[q];
-    else if constexpr (kMode == kCopyE) acc[q] += y[q];
-    else if constexpr (kMode == kUOpEScalar) acc[q] += apply(binop, x[q], w);
-    else acc[q] += apply(binop, x[q], y[q]);
-  }
-}
 
 // Adds the messages of non-zeros [beg, end) of one row to acc (the group's V features at foff):
 // the group loads G column indices (and scalar weights) at once and broadcasts them lane by lane.
@@ -140,7 +112,13 @@ __device__ __forceinline__ void gather(const WvArgs<IndexT, T>& p, int64_t beg, 
     float x[V], y[V];
     if constexpr (kMode != kCopyE) elem::load<V>(x, p.u + static_cast<int64_t>(c) * p.F + foff);
     if constexpr (kMode == kCopyE || kMode == kUOpEWide) elem::load<V>(y, p.e + edge * p.F + foff);
-    add_message<V, kMode>(acc, x, y, w, p.binop);
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      if constexpr (kMode == kCopyU) acc[q] += x[q];
+      else if constexpr (kMode == kCopyE) acc[q] += y[q];
+      else if constexpr (kMode == kUOpEScalar) acc[q] += apply(p.binop, x[q], w);
+      else acc[q] += apply(p.binop, x[q], y[q]);
+    }
   };
   for (int64_t base = beg; base < end; base += G) {
     const int cnt = static_cast<int>(min(static_cast<int64_t>(G), end - base));
@@ -255,133 +233,6 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads) warp_vertex_kernel(const 
       if (v < p.n) vertex<IndexT, T, V, kMode>(p, v, gl, G, gmask);
     }
     __syncwarp();
-  }
-}
-
-// ---- edge-balanced assignment (assign = 3) ----------------------------------------------------
-// Row r's sum (scaled by 1/deg for mean), rounded once and stored by the lanes that hold features.
-template <class T, int V>
-__device__ __forceinline__ void edge_store_row(T* out, int64_t r, int64_t F, int64_t foff, bool ok,
-                                               bool mean, int64_t deg, const float (&acc)[V]) {
-  if (!ok) return;
-  const float scale = mean ? 1.f / static_cast<float>(deg) : 1.f;
-  float v[V];
-#pragma unroll
-  for (int q = 0; q < V; ++q) v[q] = acc[q] * scale;
-  elem::store<V>(out + r * F + foff, v);
-}
-
-// Warp w caches non-zeros [w * kEdgeCache, (w + 1) * kEdgeCache); group i of its NG groups owns
-// the rows that start in sub-slice [i * L, (i + 1) * L), L = kEdgeCache / NG (see the top).
-template <class IndexT, class T, int V, int kMode>
-__global__ void __launch_bounds__(gnnone::kMaxThreads)
-    warp_vertex_edge_kernel(const WvArgs<IndexT, T> p) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int64_t s = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp) * kEdgeCache;
-  if (s >= p.nnz) return;  // whole warps only: no block-level barrier below
-  const int cnt = static_cast<int>(min(static_cast<int64_t>(kEdgeCache), p.nnz - s));
-  // s_row[k + 1] = row of cached non-zero k; s_row[0] and s_row[kEdgeCache + 1] are the rows just
-  // outside the slice, -1 past either end of the graph (and past cnt).
-  IndexT* s_row = reinterpret_cast<IndexT*>(smem + warp * p.warp_bytes);
-  IndexT* s_col = s_row + kEdgeCache + 2;
-  float* s_w = reinterpret_cast<float*>(s_col + kEdgeCache);
-#pragma unroll 4
-  for (int k = lane; k < kEdgeCache; k += 32) {
-    const bool in = k < cnt;
-    s_row[k + 1] = in ? __ldg(p.row + s + k) : IndexT(-1);
-    s_col[k] = in ? __ldg(p.col + s + k) : IndexT(0);
-    if constexpr (kMode == kUOpEScalar) s_w[k] = in ? weight<T>(p.w, p.w_is_t, s + k) : 0.f;
-  }
-  if (lane == 0) s_row[0] = s > 0 ? __ldg(p.row + s - 1) : IndexT(-1);
-  if (lane == 1)
-    s_row[kEdgeCache + 1] = s + kEdgeCache < p.nnz ? __ldg(p.row + s + kEdgeCache) : IndexT(-1);
-  __syncwarp();
-
-  const int G = 1 << p.g_log2;
-  const int NG = 32 >> p.g_log2;
-  const int grp = lane >> p.g_log2;
-  const int gl = lane & (G - 1);
-  const unsigned gmask = G == 32 ? 0xffffffffu : ((1u << G) - 1u) << (grp * G);
-  const int L = kEdgeCache / NG;
-  const int a = grp * L;
-  const int b = min(a + L, cnt);
-  if (a >= b) return;  // shuffles below are within the group only
-  // Skip the run that continues a row begun before the sub-slice: its owner walks it.
-  int k0 = a;
-  while (k0 < b && s_row[k0 + 1] == s_row[a]) ++k0;
-  if (k0 == b) return;
-  // Does the last row walked continue past the sub-slice? (s_row[b + 1] is the next non-zero's
-  // row, or -1 past the graph's end.)
-  const bool tail_cont = s_row[b + 1] == s_row[b];
-
-  for (int pass = 0; pass < p.passes; ++pass) {
-    const int vi = pass * G + gl;
-    const bool ok = vi < p.nv;
-    const int64_t foff = static_cast<int64_t>(vi) * V;
-    float acc[V];
-    gnnone::zero_vec(acc);
-    IndexT cur = s_row[k0 + 1];
-    int start = k0;  // local position of cur's first non-zero
-    for (int k = k0; k < b; k += kUnroll) {
-      const int m = min(kUnroll, b - k);
-      float x[kUnroll][V], y[kUnroll][V];
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {  // every load of the batch before any use
-        const bool in = ok && j < m;
-        if constexpr (kMode != kCopyE) {
-          if (in) elem::load<V>(x[j], p.u + static_cast<int64_t>(s_col[k + j]) * p.F + foff);
-          else gnnone::zero_vec(x[j]);
-        }
-        if constexpr (kMode == kCopyE || kMode == kUOpEWide) {
-          if (in) elem::load<V>(y[j], p.e + (s + k + j) * p.F + foff);
-          else gnnone::zero_vec(y[j]);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {
-        if (j >= m) break;
-        const IndexT r = s_row[k + j + 1];
-        if (r != cur) {  // cur lies wholly inside the sub-slice: its only walker stores it
-          edge_store_row<T, V>(p.out, cur, p.F, foff, ok, p.mean, k + j - start, acc);
-          cur = r;
-          start = k + j;
-          gnnone::zero_vec(acc);
-        }
-        add_message<V, kMode>(acc, x[j], y[j], kMode == kUOpEScalar ? s_w[k + j] : 0.f,
-                              p.binop);
-      }
-    }
-    int64_t deg = b - start;
-    bool store = true;
-    if (tail_cont) {
-      const int64_t row_end = static_cast<int64_t>(__ldg(p.rowptr + cur + 1));
-      deg = row_end - (s + start);
-      store = !(p.split > 0 && deg > p.split);  // else warp_vertex_heavy_kernel's row
-      if (store) gather<IndexT, T, V, kMode>(p, s + b, row_end, ok, foff, gl, G, gmask, acc);
-    }
-    if (store) edge_store_row<T, V>(p.out, cur, p.F, foff, ok, p.mean, deg, acc);
-  }
-}
-
-// Zeros in the rows without non-zeros (the edge-balanced kernel stores only rows it walks): one
-// warp checks 32 rows with coalesced rowptr loads and zeroes the empty ones together.
-template <class IndexT, class T>
-__global__ void zero_empty_rows_kernel(const IndexT* __restrict__ rowptr, int64_t n, T* out,
-                                       int64_t F) {
-  const int lane = threadIdx.x & 31;
-  const int64_t base =
-      (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 32;
-  if (base >= n) return;
-  const int64_t r = base + lane;
-  const bool empty = r < n && rowptr[r] == rowptr[r + 1];
-  unsigned mask = __ballot_sync(0xffffffffu, empty);
-  while (mask) {
-    const int j = __ffs(mask) - 1;
-    mask &= mask - 1;
-    T* o = out + (base + j) * F;
-    for (int64_t f = lane; f < F; f += 32) o[f] = elem::from_float<T>(0.f);
   }
 }
 
@@ -531,26 +382,13 @@ std::shared_ptr<const HeavyRows> heavy_rows(const Graph& g, int64_t split) {
 }
 
 template <class IndexT, class T, int V, int kMode>
-void launch(const WvArgs<IndexT, T>& a, int64_t n_heavy, int warps, int device, bool edge,
-            cudaStream_t st) {
+void launch(const WvArgs<IndexT, T>& a, int64_t n_heavy, int warps, int device, cudaStream_t st) {
   if (n_heavy > 0) {  // first, so the longest rows start first
     SPGNN_CHECK(n_heavy <= 0x7fffffff, InvalidArgument, "warp_vertex: too many heavy rows");
     const size_t smem = static_cast<size_t>(kHeavyThreads) * V * sizeof(float);
     warp_vertex_heavy_kernel<IndexT, T, V, kMode>
         <<<static_cast<unsigned>(n_heavy), kHeavyThreads, smem, st>>>(a);
     SPGNN_CUDA_CHECK_LAUNCH();
-  }
-  if (edge) {
-    const int64_t slices = ceil_div<int64_t>(a.nnz, kEdgeCache);
-    const int64_t blocks = ceil_div<int64_t>(slices, warps);
-    SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "warp_vertex: graph too large for one grid");
-    if (blocks == 0) return;
-    const size_t smem = static_cast<size_t>(warps) * a.warp_bytes;
-    auto kernel = warp_vertex_edge_kernel<IndexT, T, V, kMode>;
-    gnnone::allow_smem(kernel, smem);
-    kernel<<<static_cast<unsigned>(blocks), warps * 32, smem, st>>>(a);
-    SPGNN_CUDA_CHECK_LAUNCH();
-    return;
   }
   int64_t blocks = 0;
   if (a.software) {
@@ -568,14 +406,12 @@ void launch(const WvArgs<IndexT, T>& a, int64_t n_heavy, int warps, int device, 
 
 template <class IndexT, class T, int V>
 void launch_mode(const WvArgs<IndexT, T>& a, int mode, int64_t n_heavy, int warps, int device,
-                 bool edge, cudaStream_t st) {
+                 cudaStream_t st) {
   switch (mode) {
-    case kCopyU: launch<IndexT, T, V, kCopyU>(a, n_heavy, warps, device, edge, st); break;
-    case kCopyE: launch<IndexT, T, V, kCopyE>(a, n_heavy, warps, device, edge, st); break;
-    case kUOpEScalar:
-      launch<IndexT, T, V, kUOpEScalar>(a, n_heavy, warps, device, edge, st);
-      break;
-    default: launch<IndexT, T, V, kUOpEWide>(a, n_heavy, warps, device, edge, st); break;
+    case kCopyU: launch<IndexT, T, V, kCopyU>(a, n_heavy, warps, device, st); break;
+    case kCopyE: launch<IndexT, T, V, kCopyE>(a, n_heavy, warps, device, st); break;
+    case kUOpEScalar: launch<IndexT, T, V, kUOpEScalar>(a, n_heavy, warps, device, st); break;
+    default: launch<IndexT, T, V, kUOpEWide>(a, n_heavy, warps, device, st); break;
   }
 }
 
@@ -614,12 +450,8 @@ void run(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
   a.mean = p.reduce == Reduce::mean;
   a.step = step;
   const double avg = a.n ? double(g.nnz()) / double(a.n) : 0.0;
-  const bool edge = assign == kAssignEdge;
-  a.software = !edge && (assign == 2 || (assign == 0 && (a.n > kSoftwareMinVertices ||
-                                                         avg > kSoftwareMinAvgDegree)));
-  a.row = g.row.data<IndexT>();
-  a.nnz = g.nnz();
-  a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(kEdgeCache);
+  a.software = assign == 2 || (assign == 0 && (a.n > kSoftwareMinVertices ||
+                                               avg > kSoftwareMinAvgDegree));
   const int device = g.device().index;
   // A group's share of the non-zeros when every resident group (kWarpsPerSm warps per SM) holds
   // one equal part: the scale of the automatic split.
@@ -627,9 +459,6 @@ void run(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
       g.nnz() / (static_cast<int64_t>(sm_count(device)) * kWarpsPerSm * (32 >> a.g_log2));
   if (split == 0)  // auto: a quarter of a group's share of the non-zeros, at least kMinAutoSplit
     split = std::max<int64_t>(kMinAutoSplit, share / 4);
-  // Edge-balanced: no row longer than kEdgeCache fits inside one sub-slice, so every heavy row is
-  // the last row of the group where it starts, which checks its length there.
-  if (edge && split > 0) split = std::max<int64_t>(split, kEdgeCache);
   int64_t n_heavy = 0;
   if (split > 0 && degree_stats(g)->max_deg > split) {
     const auto heavy = heavy_rows<IndexT>(g, split);
@@ -641,23 +470,17 @@ void run(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
     a.counter = task_counter(device, st);
     SPGNN_CUDA_CHECK(cudaMemsetAsync(a.counter, 0, sizeof(unsigned long long), st));
   }
-  if (edge) {  // the rows no group walks
-    const int64_t zero_blocks = ceil_div<int64_t>(ceil_div<int64_t>(a.n, 32), 8);
-    zero_empty_rows_kernel<IndexT, T><<<static_cast<unsigned>(zero_blocks), 256, 0, st>>>(
-        a.rowptr, a.n, a.out, a.F);
-    SPGNN_CUDA_CHECK_LAUNCH();
-  }
   if constexpr (elem::kIsHalf<T>) {
     switch (V) {
-      case 8: launch_mode<IndexT, T, 8>(a, mode, n_heavy, warps, device, edge, st); break;
-      case 2: launch_mode<IndexT, T, 2>(a, mode, n_heavy, warps, device, edge, st); break;
-      default: launch_mode<IndexT, T, 1>(a, mode, n_heavy, warps, device, edge, st); break;
+      case 8: launch_mode<IndexT, T, 8>(a, mode, n_heavy, warps, device, st); break;
+      case 2: launch_mode<IndexT, T, 2>(a, mode, n_heavy, warps, device, st); break;
+      default: launch_mode<IndexT, T, 1>(a, mode, n_heavy, warps, device, st); break;
     }
   } else {
     switch (V) {
-      case 4: launch_mode<IndexT, T, 4>(a, mode, n_heavy, warps, device, edge, st); break;
-      case 2: launch_mode<IndexT, T, 2>(a, mode, n_heavy, warps, device, edge, st); break;
-      default: launch_mode<IndexT, T, 1>(a, mode, n_heavy, warps, device, edge, st); break;
+      case 4: launch_mode<IndexT, T, 4>(a, mode, n_heavy, warps, device, st); break;
+      case 2: launch_mode<IndexT, T, 2>(a, mode, n_heavy, warps, device, st); break;
+      default: launch_mode<IndexT, T, 1>(a, mode, n_heavy, warps, device, st); break;
     }
   }
 }
