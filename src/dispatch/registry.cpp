@@ -132,7 +132,8 @@ std::vector<SpmmEntry> make_spmm_registry() {
                  {"step", {1, 2, 4, 8, 16, 32}, 4, "warp-tasks taken per atomic (software)"},
                  {"split", {0, -1, 32, 128, 512, 2048, 8192}, 0,
                   "rows with more non-zeros go to a block each (its groups share the row): "
-                  "0 = auto (a quarter of a group's average share, at least 128), -1 = never"}}},
+                  "0 = auto (a quarter of a group's average share, or 8x the average degree when "
+                  "less, at least 128), -1 = never"}}},
                &warp_vertex_spmm_supports, &warp_vertex_spmm, &warp_vertex_valid});
   r.push_back({{"rowtile", OpKind::spmm, DeviceType::cuda,
                 "G-Sparse: rows in decreasing-length order, non-zero tiles in shared memory, "

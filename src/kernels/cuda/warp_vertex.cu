@@ -32,7 +32,13 @@
 // shared memory in a fixed order before one rounding to the output (deterministic, no atomics).
 // The heavy rows are listed once per graph and threshold (host side, longest first, cached with
 // the graph). split = 0 (auto): a quarter of one group's average share of the non-zeros under
-// the persistent grid, at least 128; split = -1 never splits.
+// the persistent grid, or 8 times the average degree when that is less, at least 128; split = -1
+// never splits. The degree bound matters on skewed graphs of low average degree, where the share
+// is large and rows of a few hundred non-zeros still stall their warp. On kron21 (average 15.5,
+// bound 128; H200, one run) against split 512 and 2048: bfloat16 F = 64 2.05 / 2.69 / 3.48 ms,
+// F = 256 4.96 / 5.74 / 6.83 ms; on the products shape (average 54, bound 436) 6.11 / 6.12 /
+// 8.45 ms at F = 64. On er:232965:246 symmetrised (average 491) 128 was slower than the share
+// (4.50 vs 3.98 ms, bfloat16 F = 64), and the bound leaves the share there. docs/GPU_NOTES.md.
 //
 // max and min (with the arg outputs the backward needs) run in a separate, simpler kernel below.
 //
@@ -67,9 +73,11 @@ constexpr double kSoftwareMinAvgDegree = 50.0;
 // Resident warps per SM on sm_80/sm_90: the persistent grid of software assignment fills them.
 constexpr int kWarpsPerSm = 64;
 constexpr int kUnroll = 4;
-// Threads per block of the heavy-row kernel, and the smallest automatic split threshold.
+// Threads per block of the heavy-row kernel, the smallest automatic split threshold, and the
+// average degrees above which the automatic threshold splits a row (see "Heavy rows").
 constexpr int kHeavyThreads = 256;
 constexpr int64_t kMinAutoSplit = 128;
+constexpr double kAutoSplitAvgDegrees = 8.0;
 
 // A scalar edge weight: float32, or the features' dtype (a warp-uniform branch).
 template <class T>
@@ -457,8 +465,10 @@ void run(const SpmmProblem& p, const Schedule& s, cudaStream_t st) {
   // one equal part: the scale of the automatic split.
   const int64_t share =
       g.nnz() / (static_cast<int64_t>(sm_count(device)) * kWarpsPerSm * (32 >> a.g_log2));
-  if (split == 0)  // auto: a quarter of a group's share of the non-zeros, at least kMinAutoSplit
-    split = std::max<int64_t>(kMinAutoSplit, share / 4);
+  if (split == 0)  // auto: see "Heavy rows" above
+    split = std::max<int64_t>(
+        kMinAutoSplit,
+        std::min<int64_t>(share / 4, static_cast<int64_t>(kAutoSplitAvgDegrees * avg)));
   int64_t n_heavy = 0;
   if (split > 0 && degree_stats(g)->max_deg > split) {
     const auto heavy = heavy_rows<IndexT>(g, split);
