@@ -308,11 +308,15 @@ TEST(NnGpuTrain, BuiltinDatasetTrainsOnTheGpuLikeOnTheCpu) {
     mc.kind = kind;
     mc.in = d.x.dim(1);
     mc.classes = d.num_classes;
-    mc.hidden = 16;
-    mc.heads = 2;
+    // GAT as in TrainBuiltin.EveryModelBeatsChanceByFar (8 x 4 heads, 100 epochs; its lowest
+    // accuracy over 60 CPU seeds was 0.904). With 16 x 2 heads and 60 epochs one GPU seed in 14
+    // stopped at 0.79 (SPGNN_TEST_SEED=3681787149; the others 0.90-0.985).
+    const bool gat = kind == ConvKind::gat;
+    mc.hidden = gat ? 8 : 16;
+    mc.heads = gat ? 4 : 2;
     mc.seed = seed_for(50);
     nn::TrainConfig tc;
-    tc.epochs = quick() ? 5 : 60;
+    tc.epochs = quick() ? 5 : gat ? 100 : 60;
     tc.profile = kind == ConvKind::sage;
     nn::Model model(mc, DType::f32, kGpu);
     const nn::TrainResult r = nn::train(model, d, tc);
