@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/cuda/gnnone_common.cuh"
+#include "kernels/cuda/spmm_message.cuh"
 
 namespace spgnn::detail {
 
@@ -31,11 +32,9 @@ namespace {
 
 using gnnone::kUnroll;
 
-// What a non-zero contributes: copy_u: u[col]; copy_e: e[edge] (row of width F);
-// u_op_e with a broadcast edge value (e width 1, cached in stage 1) or an edge row of width F.
-enum SpmmMode : int { kCopyU = 0, kCopyE = 1, kUOpEScalar = 2, kUOpEWide = 3 };
-// u_op_e's binary op, a run-time switch (uniform across the warp, cheap next to the loads).
-enum BinOp : int { kMul = 0, kAdd = 1, kSub = 2, kDiv = 3 };
+// The message modes (a broadcast edge value is cached in stage 1) and u_op_e's binary op, a
+// run-time switch uniform across the warp: spmm_message.cuh, shared with the row-parallel kernels.
+using namespace rowpar;
 
 template <class IndexT>
 struct SpmmArgs {
@@ -56,15 +55,6 @@ struct SpmmArgs {
   bool mean;
   bool consecutive;
 };
-
-__device__ __forceinline__ float apply(int op, float x, float w) {
-  switch (op) {
-    case kMul: return x * w;
-    case kAdd: return x + w;
-    case kSub: return x - w;
-    default: return x / w;
-  }
-}
 
 template <class IndexT, int V, int kMode, bool kCache>
 __global__ void __launch_bounds__(gnnone::kMaxThreads)
@@ -171,13 +161,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
         cur = r;
         gnnone::zero_vec(acc);
       }
-#pragma unroll
-      for (int q = 0; q < V; ++q) {
-        if constexpr (kMode == kCopyU) acc[q] += x[q];
-        else if constexpr (kMode == kCopyE) acc[q] += y[q];
-        else if constexpr (kMode == kUOpEScalar) acc[q] += apply(p.binop, x[q], w);
-        else acc[q] += apply(p.binop, x[q], y[q]);
-      }
+      add_message<kMode>(acc, x, y, w, p.binop);
     };
     // Issues the loads of non-zero k (all of a batch before any use).
     auto load = [&](int k, IndexT& r, float (&x)[V], float (&y)[V], float& w) {
@@ -283,14 +267,8 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   a.out = p.out->data<float>();
   a.nnz = g.nnz();
   a.F = p.F;
-  int mode = kCopyU;
-  switch (p.op) {
-    case SpmmOp::copy_u: mode = kCopyU; break;
-    case SpmmOp::copy_e: mode = kCopyE; break;
-    default: mode = p.e_width == 1 ? kUOpEScalar : kUOpEWide;  // broadcast or per-feature e
-  }
-  a.binop = p.op == SpmmOp::u_add_e ? kAdd : p.op == SpmmOp::u_sub_e ? kSub
-            : p.op == SpmmOp::u_div_e ? kDiv : kMul;
+  const int mode = mode_of(p);
+  a.binop = binop_of(p.op);
   // Vector accesses touch u, out and (wide) e rows: all must be aligned for the width.
   const void* ptrs[3] = {a.u, a.out, mode == kUOpEScalar ? nullptr : a.e};
   const gnnone::Geometry geo =

@@ -154,13 +154,7 @@ __global__ void __launch_bounds__(kWarps * 32) mergepath_spmm_kernel(const MpArg
         gnnone::ldg_vec<V>(yv, p.e + k * p.F + foff);
       float wv = 0.f;
       if constexpr (kMode == kUOpEScalar) wv = __ldg(p.e + k);
-#pragma unroll
-      for (int q = 0; q < V; ++q) {
-        if constexpr (kMode == kCopyU) acc[q] += xv[q];
-        else if constexpr (kMode == kCopyE) acc[q] += yv[q];
-        else if constexpr (kMode == kUOpEScalar) acc[q] += apply(p.binop, xv[q], wv);
-        else acc[q] += apply(p.binop, xv[q], yv[q]);
-      }
+      add_message<kMode>(acc, xv, yv, wv, p.binop);
     };
     for (; y + kUnroll <= stop; y += kUnroll) {
 #pragma unroll

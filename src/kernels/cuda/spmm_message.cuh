@@ -1,7 +1,7 @@
 // Internal: what the row-parallel CUDA strategies (mergepath_spmm.cu, warp_vertex.cu,
-// rowtile_spmm.cu) and shuffle_sddmm.cu share: the message a non-zero contributes, schedule
-// parameters with the registry's defaults, the feature vector width, the per-graph cache and
-// the fill-in of the row-level statistics. Included by .cu files only.
+// rowtile_spmm.cu), gnnone_spmm.cu and shuffle_sddmm.cu share: the message a non-zero
+// contributes, schedule parameters with the registry's defaults, the feature vector width, the
+// per-graph cache and the fill-in of the row-level statistics. Included by .cu files only.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -29,6 +29,22 @@ __device__ __forceinline__ float apply(int op, float x, float w) {
     case kAdd: return x + w;
     case kSub: return x - w;
     default: return x / w;
+  }
+}
+
+// acc += one non-zero's message, V features: x holds u's features (unless copy_e), y the edge's
+// row (copy_e, wide u_op_e), w the edge's scalar (scalar u_op_e); operands a mode does not use are
+// never read. gnnone, warp_vertex and mergepath compile to the same SASS through it as with the
+// loop written out; rowtile keeps its own loop, which nvcc 13 scheduled differently through here.
+template <int kMode, int V>
+__device__ __forceinline__ void add_message(float (&acc)[V], const float (&x)[V],
+                                            const float (&y)[V], float w, int binop) {
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    if constexpr (kMode == kCopyU) acc[q] += x[q];
+    else if constexpr (kMode == kCopyE) acc[q] += y[q];
+    else if constexpr (kMode == kUOpEScalar) acc[q] += apply(binop, x[q], w);
+    else acc[q] += apply(binop, x[q], y[q]);
   }
 }
 

@@ -120,13 +120,7 @@ __device__ __forceinline__ void gather(const WvArgs<IndexT, T>& p, int64_t beg, 
     float x[V], y[V];
     if constexpr (kMode != kCopyE) elem::load<V>(x, p.u + static_cast<int64_t>(c) * p.F + foff);
     if constexpr (kMode == kCopyE || kMode == kUOpEWide) elem::load<V>(y, p.e + edge * p.F + foff);
-#pragma unroll
-    for (int q = 0; q < V; ++q) {
-      if constexpr (kMode == kCopyU) acc[q] += x[q];
-      else if constexpr (kMode == kCopyE) acc[q] += y[q];
-      else if constexpr (kMode == kUOpEScalar) acc[q] += apply(p.binop, x[q], w);
-      else acc[q] += apply(p.binop, x[q], y[q]);
-    }
+    add_message<kMode>(acc, x, y, w, p.binop);
   };
   for (int64_t base = beg; base < end; base += G) {
     const int cnt = static_cast<int>(min(static_cast<int64_t>(G), end - base));
