@@ -633,6 +633,24 @@ TEST_F(FrontDoor, Float64RunsOnTheOracle) {
   const auto b = d64.to_vector<double>();
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 * (1 + std::abs(b[i])));
 }
+// The graph's own float32 values weigh float64 features (GCN's normalised or SAGE's mean weights
+// in a float64 model): widened exactly, the result is float64 and equals passing them as e.
+TEST_F(FrontDoor, Float64FeaturesTakeTheGraphsFloat32Values) {
+  Graph w = g;
+  w.val = Tensor::from_vector<float>({0.5f, -2.f, 3.f, 0.1f});
+  const Tensor u64 = u.astype(DType::f64);
+  for (Reduce r : {Reduce::sum, Reduce::mean}) {
+    Tensor own, given;
+    gspmm(w, SpmmOp::u_mul_e, r, u64, Tensor(), own);
+    gspmm(w, SpmmOp::u_mul_e, r, u64, w.val.astype(DType::f64), given);
+    ASSERT_EQ(own.dtype(), DType::f64);
+    EXPECT_EQ(own.to_vector<double>(), given.to_vector<double>());
+  }
+  // Given operands still have to agree.
+  Tensor out;
+  expect_error<InvalidArgument>([&] { gspmm(w, SpmmOp::u_mul_e, Reduce::sum, u64, w.val, out); },
+                                "'e' is float32 but 'u' is float64");
+}
 TEST_F(FrontDoor, SpmmRejectsEdgeWidthMismatch) {
   const Tensor e3 = random_tensor({4, 3}, 2);
   expect_error<InvalidArgument>([&] { spmm(SpmmOp::u_mul_e, Reduce::sum, u, e3); },

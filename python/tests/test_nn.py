@@ -379,6 +379,30 @@ def test_layer_with_sparse_adj_t_matches_pyg(gen, device, layout, weighted, kind
         _compare(ref, ours, randn(gen, n, fin, device=device), adj, adj)
 
 
+@pytest.mark.parametrize("name,kw", [
+    ("GCNConv", dict()), ("GCNConv", dict(add_self_loops=False)), ("GCNConv", dict(normalize=False)),
+    ("SAGEConv", dict()), ("SAGEConv", dict(aggr="max")), ("SAGEConv", dict(aggr="sum")),
+    ("SAGEConv", dict(normalize=True, project=True)), ("GINConv", dict())])
+def test_float64_layers_match_pyg_and_pass_gradcheck(gen, name, kw):
+    """A float64 model on the CPU (PyG's .double(), finite-difference checks): GCN's normalised
+    and SAGE's mean weights, which spgnn keeps in float32 with the graph, are widened exactly,
+    so outputs match PyG in float64 and torch.autograd.gradcheck passes."""
+    ei, n = make_edge_index("loops_dups", gen, n=24)
+    ref, ours = _pair_any(name, kw, 5, 3)
+    ref, ours = ref.double(), ours.double()
+    x = randn(gen, n, 5).double()
+    for edges in (ei, spgnn.Graph(ei, n)):
+        assert rel_err(ours(x, edges), ref(x, ei)) < 1e-12
+    # A weighted adj_t: weights exact in float32 (spgnn's Graph stores float32), so PyG's float64
+    # result is the same number.
+    ei_nl = ei[:, ei[0] != ei[1]]
+    pick = torch.randint(0, 3, (ei_nl.shape[1],), generator=gen)
+    adj = _adj_t(ei_nl, n, torch.tensor([0.5, 1.25, 2.0], dtype=torch.float64)[pick], "csr")
+    assert rel_err(ours(x, adj), ref(x, adj)) < 1e-12
+    xg = x.clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: ours(t, ei), (xg,), eps=1e-6, atol=1e-7)
+
+
 def test_sparse_adj_t_graph_is_cached_and_follows_in_place_changes(gen):
     ei, n = make_edge_index("uniform", gen)
     ei = ei[:, ei[0] != ei[1]]

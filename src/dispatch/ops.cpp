@@ -101,8 +101,9 @@ void half_on_host(const char* op, DType half, Tensor& out, Run&& run) {
 void gspmm_impl(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const Tensor& e_in,
                 Tensor& out, Tensor* arg_u, Tensor* arg_e, const OpOptions& options) {
   constexpr const char* kOp = "gspmm";
-  // The graph's own values (float32) stay as they are: only given operands set the dtype. Half
-  // features may also be weighted by given float32 scalar edge weights ([nnz] or [nnz, 1]).
+  // The graph's own values (float32) stay as they are: only given operands set the dtype (float64
+  // features on the host take them widened, exactly). Half features may also be weighted by
+  // given float32 scalar edge weights ([nnz] or [nnz, 1]).
   const bool f32_weights = u.defined() && is_half(u.dtype()) && e_in.defined() &&
                            e_in.dtype() == DType::f32 &&
                            (e_in.ndim() == 1 || (e_in.ndim() == 2 && e_in.dim(1) == 1));
@@ -124,7 +125,14 @@ void gspmm_impl(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const
   p.stream = options.stream;
   Tensor e = e_in;
   if (op != SpmmOp::copy_u) {
-    if (!e.defined() && g.has_values()) e = g.val;
+    if (!e.defined() && g.has_values()) {
+      e = g.val;
+      // A float64 model (finite-difference checks, PyG's .double()) aggregates over a graph
+      // whose normalised or mean weights spgnn built in float32.
+      if (u.defined() && u.dtype() == DType::f64 && e.dtype() == DType::f32 &&
+          !g.device().is_cuda())
+        e = e.astype(DType::f64);
+    }
     SPGNN_CHECK(e.defined(), InvalidArgument, kOp, "(", name(op),
                 "): needs edge values 'e' and the graph has none");
     check_operand(e, "e", kOp, g, g.nnz(), "nnz");

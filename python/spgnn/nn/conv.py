@@ -267,7 +267,17 @@ class GCNConv(torch.nn.Module):
         _materialize(self.lin, x, lambda m: _glorot(m.weight))
         edge_index = as_graph(edge_index)
         n = x.shape[0]
-        if edge_weight is not None:
+        if (edge_weight is None and self.normalize and x.dtype == torch.float64
+                and not isinstance(edge_index, DistGraph)):
+            # A float64 model (.double(), finite-difference checks): spgnn's GCN variants hold
+            # their weights in float32, so the norm is computed in float64 as for given weights
+            # (a weighted Graph's own weights, widened, in the graph's edge order).
+            h = resolve(edge_index, n)
+            w = (_ops.graph_tensor(h, "values", x, 0)
+                 if isinstance(edge_index, Graph) and edge_index.has_weights
+                 else torch.ones(h.shape[0], dtype=x.dtype, device=x.device))
+            agg = self._weighted(x, h, w, n, graph_order=True)
+        elif edge_weight is not None:
             if isinstance(edge_index, DistGraph):
                 raise NotImplementedError("GCNConv: edge_weight with a DistGraph is not "
                                           "supported; the partition's edge weights are used")
@@ -288,15 +298,17 @@ class GCNConv(torch.nn.Module):
                 return _agg(h, "copy_u", "sum", t, n)
         return _linear_aggregate(x, self.lin.weight, self.bias, agg)
 
-    def _weighted(self, x, h, edge_weight, n):
+    def _weighted(self, x, h, edge_weight, n, graph_order=False):
         """The aggregation with caller-given edge weights: PyG's gcn_norm in torch ops
-        (differentiable in the weights) on spgnn's edge order; the SpMM is spgnn's."""
+        (differentiable in the weights) on spgnn's edge order; the SpMM is spgnn's.
+        graph_order: the weights are in the graph's edge order already, not the input's."""
         E = h.shape[0]
         check_float(edge_weight, "edge_weight", ndim=(1,), device=x.device, rows=E,
                     rows_name="the number of edges E", contiguous=False)
         w = edge_weight.to(x.dtype)
-        order = _ops.graph_tensor(h, "edge_source", x, 0)  # spgnn's edge i = input edge order[i]
-        w = w.index_select(0, order)
+        if not graph_order:
+            order = _ops.graph_tensor(h, "edge_source", x, 0)  # spgnn's edge i = input's order[i]
+            w = w.index_select(0, order)
         if not self.normalize:
             return lambda t: _ops.gspmm(h, "u_mul_e", "sum", t.contiguous(), w.contiguous(), n, "")
         hv = _ops.graph_variant(h, self._variant())
@@ -338,7 +350,9 @@ def _aggregate(edge_index, reduce: str, x: Tensor, n: int, n_src: int = -1) -> T
         # as PyG's SAGEConv and GINConv do with a weighted torch sparse adj_t: sum(w x),
         # mean = sum(w x) / deg, max(w x).
         return _agg(h, "u_mul_e", reduce, x, n)
-    if reduce == "mean":  # weights 1/deg on the edges: the backward needs no extra pass
+    if reduce == "mean" and x.dtype != torch.float64:
+        # weights 1/deg on the edges: the backward needs no extra pass. They are float32, so a
+        # float64 model takes the mean reduce itself (exact in float64 on the CPU).
         return _agg(_ops.graph_variant(h, "mean"), "u_mul_e", "sum", x, n)
     return _agg(_ops.graph_variant(h, "pattern"), "copy_u", reduce, x, n)
 
