@@ -331,6 +331,13 @@ def test_unsupported_arguments_are_clear_errors(gen):
         snn.SAGEConv(4, 2)((x, x[:5]), ei[:, ei[1] < 5], size=(n, 6))
     with pytest.raises(ValueError, match="x_dst has 3 features"):
         snn.SAGEConv((4, 2), 2)((x, x[:, :3]), ei)
+    # a wrong input width is named, where PyG's layers fail inside torch.mm
+    with pytest.raises(ValueError, match="GCNConv: x has 4 features but in_channels is 5"):
+        snn.GCNConv(5, 2)(x, ei)
+    with pytest.raises(ValueError, match="GATConv: x has 4 features but in_channels is 3"):
+        snn.GATConv(3, 2, heads=2)(x, ei)
+    with pytest.raises(ValueError, match="GATConv: x_dst has 4 features"):
+        snn.GATConv((4, 3), 2, add_self_loops=False)((x, x), ei)
     with pytest.raises(NotImplementedError, match="lazy"):
         snn.SAGEConv(-1, 2, project=True)
     with pytest.raises(ValueError, match="out_channels"):

@@ -105,6 +105,14 @@ def _materialize(lin, t: Tensor, init=None) -> None:
     init(lin)
 
 
+def _check_width(cls, lin, t: Tensor, name: str, in_channels) -> None:
+    """A wrong input width is named here; PyG's layers fail inside torch.mm. Reads the weight's
+    shape, not in_features: a lazy Linear given a state dict keeps in_features 0."""
+    if lin is not None and t.shape[1] != lin.weight.shape[1]:
+        raise ValueError(f"{cls}: {name} has {t.shape[1]} features but in_channels is "
+                         f"{in_channels}")
+
+
 def _unsupported_kwargs(kwargs, cls):
     if kwargs:
         names = ", ".join(sorted(kwargs))
@@ -265,6 +273,7 @@ class GCNConv(torch.nn.Module):
                 edge_weight: Optional[Tensor] = None) -> Tensor:
         x = _input(x, "GCNConv")
         _materialize(self.lin, x, lambda m: _glorot(m.weight))
+        _check_width("GCNConv", self.lin, x, "x", self.in_channels)
         edge_index = as_graph(edge_index)
         n = x.shape[0]
         if (edge_weight is None and self.normalize and x.dtype == torch.float64
@@ -397,14 +406,10 @@ class SAGEConv(torch.nn.Module):
             _materialize(self.lin_r, x_root)
         bipartite = x is not x_root
         n_src = x.shape[0] if bipartite else -1
-        # (weight shapes, not in_features: a lazy Linear given a state dict keeps in_features 0)
-        in_src = (self.lin if self.project else self.lin_l).weight.shape[1]
-        for t, want, name in ((x, in_src, "x_src" if bipartite else "x"),
-                              (x_root, self.lin_r.weight.shape[1] if self.root_weight else None,
-                               "x_dst")):
-            if want is not None and t.shape[1] != want:
-                raise ValueError(f"SAGEConv: {name} has {t.shape[1]} features but in_channels "
-                                 f"is {self.in_channels}")
+        _check_width("SAGEConv", self.lin if self.project else self.lin_l, x,
+                     "x_src" if bipartite else "x", self.in_channels)
+        if self.root_weight:
+            _check_width("SAGEConv", self.lin_r, x_root, "x_dst", self.in_channels)
         edge_index = as_graph(edge_index)
         n = x_root.shape[0]
         # as in PyG, the root term reads the targets' x before the projection
@@ -545,6 +550,11 @@ class GATConv(torch.nn.Module):
         for lin, t in ((self.res, x_dst), (self.lin, x), (self.lin_src, x), (self.lin_dst, x_dst)):
             _materialize(lin, t, lambda m: _glorot(m.weight))
         bipartite = x is not x_dst
+        src_name = "x_src" if bipartite else "x"
+        for lin, t, name in ((self.lin, x, src_name), (self.lin, x_dst, "x_dst"),
+                             (self.lin_src, x, src_name), (self.lin_dst, x_dst, "x_dst"),
+                             (self.res, x_dst, "x_dst")):
+            _check_width("GATConv", lin, t, name, self.in_channels)
         sparse_in = isinstance(edge_index, Tensor) and edge_index.layout in (torch.sparse_coo,
                                                                              torch.sparse_csr)
         layout = edge_index.layout if sparse_in else None
