@@ -500,14 +500,22 @@ def test_bipartite_inputs_match_pyg(gen, device, n_src, n_dst, arg, name, kw):
     assert yo.shape == yr.shape == (n_dst, yr.shape[1])
     assert rel_err(yo, yr) < TOL
     up = torch.randn(yr.shape, generator=torch.Generator().manual_seed(3))
-    wrt_r = [t for t in ins_r if t.requires_grad] + list(ref.parameters())
-    wrt_o = [t for t in ins_o if t.requires_grad] + list(ours.parameters())
+    names = ["x_src", "x_dst"] + [n for n, _ in ref.named_parameters()]
+    wrt_r = list(ins_r) + list(ref.parameters())
+    wrt_o = list(ins_o) + list(ours.parameters())
     gr = torch.autograd.grad(yr, wrt_r, up.to(yr.device), allow_unused=True)
     go = torch.autograd.grad(yo, wrt_o, up.to(device), allow_unused=True)
-    for a, b in zip(go, gr):
-        assert (a is None) == (b is None)
-        if a is not None:
-            assert rel_err(a, b) < TOL
+    for what, a, b in zip(names, go, gr):
+        assert (a is None) == (b is None), what
+        if a is None:
+            continue
+        scale = None
+        if what == "eps":
+            # d/d eps = sum(x_dst * g) over every entry, g the gradient at the MLP's input
+            # (= grad x_dst / (1 + eps)): terms of both signs that cancel to a small scalar,
+            # only as accurate in float32 as the size of the terms.
+            scale = float((ins_r[1].detach() * gr[1].abs()).abs().sum()) / (1 + 0.25)
+        assert rel_err(a, b, scale=scale) < TOL, what
 
 
 @pytest.mark.parametrize("device", DEVICES)
