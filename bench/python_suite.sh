@@ -7,6 +7,8 @@
 #   SPGNN=build/spgnn  PYTHONPATH=build/python  GRAPHS="sym dir"  EPOCHS=20
 #   MODELS=gcn,gin,sage,gat  SKIP_PYG=1  SKIP_COMPILE=1  OUT_JSON_DIR=dir for the JSON results
 #   SPLIT=mask|index   training nodes as a boolean mask (default) or an index tensor
+#   MASK_COST=1        then bench/mask_cost.py on each graph (MODELS' first model): what the
+#                      mask costs a step with spgnn.nn and with PyG, interleaved in one run
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SPGNN="${SPGNN:-$ROOT/build/spgnn}"
@@ -33,4 +35,9 @@ for g in ${GRAPHS:-sym dir}; do
     --name "reddit-$g" --epochs "${EPOCHS:-20}" --models "${MODELS:-gcn,gin,sage,gat}" \
     --split "${SPLIT:-mask}" \
     "${extra[@]}" "${json[@]}"
+  if [ "${MASK_COST:-0}" = 1 ]; then
+    first="${MODELS:-gcn}"
+    python3 "$ROOT/bench/mask_cost.py" --graph "$f.npy" --models "${first%%,*}" \
+      --steps "${EPOCHS:-20}"
+  fi
 done
