@@ -12,8 +12,8 @@ ops are internal: the public API is spgnn.ops, spgnn.Graph and spgnn.nn.
 Edge tensors here are in the graph's canonical order (sorted by destination, then source);
 spgnn.ops maps them from and to the caller's edge order.
 """
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: torch 2.4's custom_op reads the annotations of
+# the op functions as types and rejects the strings that import makes of them.
 from typing import List, Optional, Tuple
 
 import torch
@@ -32,7 +32,17 @@ register_autograd = torch.library.register_autograd
 def _new_size():
     """A fresh symbolic size for a data-dependent edge count (fake mode only)."""
     ctx = torch.library.get_ctx()
-    return ctx.new_dynamic_size()
+    env = getattr(ctx, "_shape_env", None)
+    if env is None or env.allow_dynamic_output_shape_ops:
+        return ctx.new_dynamic_size()
+    # torch 2.4's torch.compile allows such sizes only where
+    # torch._dynamo.config.capture_dynamic_output_shape_ops is on, and stopped at "dynamic shape
+    # operator: spgnn.graph_variant" without it; later versions allow them. new_dynamic_size
+    # makes them with these two calls once allowed; making them here leaves that global setting
+    # (and what it does to the user's own nonzero() & co.) as it was.
+    size = env.create_unbacked_symint()
+    torch.fx.experimental.symbolic_shapes._constrain_range_for_size(size, min=0)
+    return size
 
 
 def handle_from_base(base: Tensor, nnz: int) -> Tensor:

@@ -224,6 +224,28 @@ def test_compiled_model_equals_eager(gen, device, conv, kw, as_graph):
             assert rel_err(a, b) < 1e-4
 
 
+def test_compiles_where_torch_disallows_dynamic_output_shapes(gen, monkeypatch):
+    """torch 2.4's torch.compile makes data-dependent sizes (the edge count of a graph with self
+    loops added) only where capture_dynamic_output_shape_ops is on; spgnn then makes them itself
+    (_ops._new_size). Forced here on the current torch: GCN and GAT (both add self loops)
+    compile with fullgraph=True and match eager, and the user's setting is left as it was."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    monkeypatch.setattr(ShapeEnv, "allow_dynamic_output_shape_ops", property(lambda self: False))
+    setting = torch._dynamo.config.capture_dynamic_output_shape_ops
+    ei, n = make_edge_index("skewed", gen)
+    x = randn(gen, n, 12)
+    for conv, kw in ((snn.GCNConv, {}), (snn.GATConv, {"heads": 2})):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        model = Net(conv, 12, 16, 5, **kw)
+        out_e = model(x, ei)
+        out_c = torch.compile(model, fullgraph=True)(x, ei)
+        assert rel_err(out_c, out_e) < TOL
+        out_c.sum().backward()
+    assert torch._dynamo.config.capture_dynamic_output_shape_ops == setting
+    torch._dynamo.reset()
+
+
 # Mixed precision, PyTorch's way: under torch.autocast the GEMMs run in the half dtype and
 # spgnn's ops take the half operands (on the CPU; in float32 on the GPU for now); parameters and
 # their gradients stay float32. Against the float32 layer: a few roundings to the half dtype.

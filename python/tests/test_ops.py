@@ -586,3 +586,22 @@ def test_maxk_and_cbsr_half_precision_on_the_cpu(gen, dtype):
         < 2 * HALF_TOL[dtype]
     with pytest.raises(TypeError, match="values is .*16 but d_out is float32"):
         ops.cbsr_sspmm(g, up.float(), values, columns, w)
+
+
+def test_custom_ops_carry_real_type_annotations():
+    """torch < 2.5's custom_op infers an op's schema from its function's annotations and rejects
+    strings (what `from __future__ import annotations` makes of them): `import spgnn` failed on
+    torch 2.4.1 that way. The package promises every torch >= 2.4, and CI installs the newest,
+    so this checks the condition itself on every op the package registers."""
+    import inspect
+
+    from torch._library.custom_ops import CustomOpDef
+
+    from spgnn import _ops
+    defs = [v for v in vars(_ops).values() if isinstance(v, CustomOpDef)]
+    assert len(defs) >= 10, "spgnn._ops registers its ops through torch.library.custom_op"
+    for d in defs:
+        sig = inspect.signature(d._init_fn)
+        for name, p in sig.parameters.items():
+            assert not isinstance(p.annotation, str), (d._name, name, p.annotation)
+        assert not isinstance(sig.return_annotation, str), (d._name, sig.return_annotation)
