@@ -9,10 +9,13 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <typeinfo>
 #include <random>
 #include <set>
 #include <sstream>
@@ -23,6 +26,7 @@
 #include "spgnn/error.hpp"
 #include "spgnn/graph.hpp"
 #include "spgnn/io.hpp"
+#include "spgnn/partition.hpp"
 #include "test_util.hpp"
 
 namespace spgnn {
@@ -819,6 +823,546 @@ TEST_F(IoTest, EdgeIndexNpyAndDatasetDirectories) {
   // A split index out of range names the file.
   write_npy(Tensor::from_vector<int64_t>({7}), path("ds/nested/val_idx.npy"));
   expect_error([&] { read_dataset_dir(path("ds/nested")); }, {"val_idx.npy", "outside [0, 6)"});
+}
+
+// ---- mutation fuzzing --------------------------------------------------------------------------
+// Every reader, fed a few hundred deterministic mutations of a valid file, must return a graph or
+// throw spgnn's Error naming the file: never crash, hang, throw anything else, or allocate what a
+// lying size asks for. The mutations only write sizes that are tiny or impossibly large (>= 2^40
+// vertices), so nothing they produce can make this test allocate much on any machine.
+
+constexpr uint64_t kFuzzSeed = 20261126;
+
+// Portable draws (std's distributions differ between standard libraries; rng() % n does not), so
+// every platform runs the same mutations.
+class Mutator {
+ public:
+  explicit Mutator(uint64_t seed) : rng_(seed) {}
+  uint64_t below(uint64_t n) { return n == 0 ? 0 : rng_() % n; }
+  bool chance(int percent) { return below(100) < static_cast<uint64_t>(percent); }
+  template <class T>
+  T pick(std::initializer_list<T> v) {
+    return *(v.begin() + below(v.size()));
+  }
+
+  // One byte-level edit within the first `span` bytes (truncation and appending anywhere).
+  // Inserted bytes are never digits, so numbers in text can only shrink, merge or break.
+  std::string bytes(std::string s, std::string& what, size_t span = SIZE_MAX) {
+    static const std::string kInsert("\0\xff \t\n\rx-.#%(),'}e", 17);
+    const size_t n = std::min(s.size(), span);
+    const char c = kInsert[below(kInsert.size())];
+    switch (below(6)) {
+      case 0: {
+        const size_t k = below(s.size() + 1);
+        what += " truncate@" + std::to_string(k);
+        s.resize(k);
+        break;
+      }
+      case 1:
+        if (n > 0) {
+          const size_t k = below(n), len = 1 + below(8);
+          what += " erase@" + std::to_string(k) + "+" + std::to_string(len);
+          s.erase(k, len);
+        }
+        break;
+      case 2: {
+        const size_t k = below(n + 1);
+        what += " insert@" + std::to_string(k);
+        s.insert(k, 1 + below(3), c);
+        break;
+      }
+      case 3:
+        if (n > 0) {
+          const size_t k = below(n);
+          what += " set@" + std::to_string(k);
+          s[k] = c;
+        }
+        break;
+      case 4:
+        if (n > 0) {
+          const size_t k = below(n);
+          what += " flip@" + std::to_string(k);
+          s[k] = static_cast<char>(s[k] ^ (1 << below(8)));
+        }
+        break;
+      default: {
+        const size_t k = below(s.size() + 1);
+        what += " append-tail@" + std::to_string(k);
+        s += s.substr(k);
+        break;
+      }
+    }
+    return s;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+// Replaces one number of a text file by a hostile one: malformed, out of range, or >= 2^40.
+std::string mutate_text(Mutator& m, const std::string& text, std::string& what) {
+  if (m.chance(40)) return m.bytes(text, what);
+  std::vector<std::pair<size_t, size_t>> numbers;
+  for (size_t i = 0; i < text.size();) {
+    if (std::isdigit(static_cast<unsigned char>(text[i]))) {
+      size_t j = i;
+      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) ||
+                                 text[j] == '.' || text[j] == '-' || text[j] == '+'))
+        ++j;
+      numbers.push_back({i, j - i});
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  if (numbers.empty()) return m.bytes(text, what);
+  const auto [at, len] = numbers[m.below(numbers.size())];
+  const std::string rep = m.pick<const char*>(
+      {"0", "-1", "+-1", "1.5", "-0", "abc", "0x10", "1e400", "1e-400", "nan", "-inf", "1e39",
+       "1099511627776", "4611686018427387904", "9223372036854775807", "9223372036854775808",
+       "99999999999999999999", "1 2", "#"});
+  what += " number@" + std::to_string(at) + "='" + rep + "'";
+  return text.substr(0, at) + rep + text.substr(at + len);
+}
+
+// A .npy file built from parts, so that its header can be rewritten.
+struct NpyParts {
+  std::string descr, shape, data;
+  int itemsize;
+};
+
+std::string mutate_npy(Mutator& m, const NpyParts& p, std::string& what) {
+  std::string descr = p.descr, fortran = "False", shape = p.shape, data = p.data;
+  int major = 1, minor = 0, hlen_delta = 0;
+  bool nest = false;
+  const int items = static_cast<int>(data.size()) / p.itemsize;
+  const int e = items / 2;
+  for (uint64_t op = 0, ops = 1 + m.below(2); op < ops; ++op) {
+    switch (m.below(8)) {
+      case 0:
+        descr = m.pick<const char*>({"<i8", "<i4", "<f4", "<f8", "|u1", ">i8", "<u8", "i8",
+                                     "<i2", "|b1", "O", "", "<U3"});
+        break;
+      case 1:
+        fortran = m.pick<const char*>({"True", "1", "None", "'False'"});
+        break;
+      case 2: {
+        const std::string E = std::to_string(e);
+        shape = m.pick<std::string>(
+            {"(2, " + std::to_string(e - 1) + ")", "(2, " + std::to_string(e + 1) + ")",
+             "(" + E + ", 2)", "(" + std::to_string(items) + ",)", "()", "(2, 0)", "(0,)",
+             "(-1, " + E + ")", "(4611686018427387904, 4)", "(2, 1152921504606846976)",
+             "[2, " + E + "]", "(2, " + E + ", 1)", "((2, " + E + "),)", "(2, 'x')",
+             "(1099511627776, 0)", "(0, 1099511627776)"});
+        break;
+      }
+      case 3:
+        major = m.pick({0, 1, 2, 3, 4});
+        minor = m.chance(30) ? 1 : 0;
+        break;
+      case 4:
+        hlen_delta = m.pick({-1, 1, -16, 64});
+        break;
+      case 5:
+        nest = m.chance(50);
+        break;
+      case 6:
+        if (items > 0) {
+          // Vertex ids that are wrong but never ask for a mid-sized allocation.
+          const int64_t v = m.pick<int64_t>({-1, 0, 1, 2, 3, 5, INT64_MAX, INT64_MIN,
+                                             int64_t{1} << 50, INT32_MIN});
+          const size_t k = m.below(static_cast<uint64_t>(items)) * static_cast<size_t>(p.itemsize);
+          std::memcpy(&data[k], &v, static_cast<size_t>(p.itemsize));  // low bytes: little-endian
+          what += " word@" + std::to_string(k) + "=" + std::to_string(v);
+        }
+        break;
+      default:
+        if (m.chance(50)) data.resize(m.below(data.size() + 1));
+        else data += std::string(1 + m.below(16), '\0');
+        break;
+    }
+  }
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': " + fortran +
+                     ", 'shape': " + shape + ", }";
+  if (nest) {
+    dict = "{'descr': '<i8', 'fortran_order': False, 'shape': " + std::string(100000, '(') + "}";
+    major = 2;
+  }
+  what += " npy{v" + std::to_string(major) + "." + std::to_string(minor) + " " +
+          (nest ? std::string("nested") : dict) + " data " + std::to_string(data.size()) + "}";
+  std::string file = make_npy(major == 1 ? 1 : 2, dict, data);
+  file[6] = static_cast<char>(major);
+  file[7] = static_cast<char>(minor);
+  if (hlen_delta != 0) {
+    const uint16_t hl = static_cast<uint16_t>((static_cast<unsigned char>(file[8]) |
+                                               (static_cast<unsigned char>(file[9]) << 8)) +
+                                              hlen_delta);
+    file[8] = static_cast<char>(hl & 0xff);
+    file[9] = static_cast<char>(hl >> 8);
+    what += " hlen" + std::to_string(hlen_delta);
+  }
+  if (m.chance(25)) file = m.bytes(file, what, 128);
+  return file;
+}
+
+NpyParts npy_parts(const std::string& descr, const std::string& shape, const void* data,
+                   size_t bytes, int itemsize) {
+  return {descr, shape, std::string(static_cast<const char*>(data), bytes), itemsize};
+}
+
+// A .spg with a header field overwritten (the header checksum then fails, as it should) or a
+// byte edit anywhere.
+std::string mutate_spg(Mutator& m, const std::string& good, std::string& what) {
+  std::string s = good;
+  if (m.chance(50)) {
+    const size_t off = m.pick<size_t>({8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 72, 80, 88});
+    const uint64_t v = m.pick<uint64_t>({0, 1, 4, 8, 128, uint64_t{1} << 40, UINT64_MAX,
+                                         uint64_t{INT64_MAX}, uint64_t{1} << 62});
+    std::memcpy(&s[off], &v, off < 24 ? 4 : 8);
+    what += " field@" + std::to_string(off) + "=" + std::to_string(v);
+  }
+  if (s == good || m.chance(50)) s = m.bytes(s, what, m.chance(50) ? 128 : SIZE_MAX);
+  return s;
+}
+
+// Runs `read` on a mutated input: success, or spgnn's Error naming `name`. Anything else fails
+// the test with the mutation that caused it.
+template <class Fn>
+void expect_read_or_named_error(Fn&& read, const std::string& name, const std::string& what,
+                                int& accepted, int& refused) {
+  try {
+    read();
+    ++accepted;
+  } catch (const Error& e) {
+    ++refused;
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos)
+        << what << ": the error does not name " << name << ": " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": " << typeid(e).name() << " instead of spgnn::Error: " << e.what();
+  }
+}
+
+void expect_small(const Graph& g, const std::string& what) {
+  EXPECT_LT(g.n_rows, 1 << 20) << what << ": accepted a graph larger than any mutation allows";
+}
+
+TEST_F(IoTest, MutatedInputsFailCleanly) {
+  constexpr int kPerFormat = 300;
+  const Graph g = small_graph(true);
+  // Seeds: every format, with and without values, plain and compressed.
+  write_mtx(g, path("seed.mtx"));
+  write_snap(g, path("seed.txt"));
+  write_spg(g, path("seed.spg"));
+  write_spg(small_graph(false, IndexWidth::i64), path("seed64.spg"));
+  const std::vector<std::string> texts = {
+      read_bytes(path("seed.mtx")),
+      mtx("integer symmetric", "4 4 4", "1 1 3\n2 1 -1\n4 2 7\n4 4 1\n"),
+      mtx("pattern general", "% c\n3 5 3", "1 5\n3 1\n2 2\n"),
+      read_bytes(path("seed.txt")),
+      "# raw\n10\t20 1.5\n-3 10 2\n99999 10 0.25\n",
+      "% pattern\n5 6\n6 7\n7 5\n",
+  };
+  const std::vector<int64_t> ei64 = {1, 3, 2, 0, 3, 0, 0, 2, 3, 3};  // [2, 5]: src row, dst row
+  const std::vector<int32_t> ei32(ei64.begin(), ei64.end());
+  const std::vector<NpyParts> npys = {
+      npy_parts("<i8", "(2, 5)", ei64.data(), ei64.size() * 8, 8),
+      npy_parts("<i4", "(2, 5)", ei32.data(), ei32.size() * 4, 4),
+  };
+  const std::vector<std::string> spgs = {read_bytes(path("seed.spg")),
+                                         read_bytes(path("seed64.spg"))};
+
+  std::map<std::string, std::pair<int, int>> counts;  // format -> (accepted, refused)
+  auto check_file = [&](const std::string& fmt, int i, const std::string& bytes,
+                        const std::string& what, bool compress) {
+    const std::string p = path("m" + std::to_string(i) + "." + fmt + (compress ? ".gz" : ""));
+    write_bytes(p, compress ? gzip(bytes) : bytes);
+    auto& [acc, ref] = counts[fmt];
+    const std::string trace = fmt + " #" + std::to_string(i) + ":" + what;
+    if (fmt == "mtx") {
+      expect_read_or_named_error([&] { expect_small(read_mtx(p), trace); }, p, trace, acc, ref);
+    } else if (fmt == "txt") {
+      expect_read_or_named_error([&] { expect_small(read_snap(p).graph, trace); }, p, trace, acc,
+                                 ref);
+    } else if (fmt == "npy") {
+      expect_read_or_named_error([&] { read_npy(p); }, p, trace, acc, ref);
+      expect_read_or_named_error([&] { expect_small(read_graph(p), trace); }, p, trace, acc, ref);
+    } else {
+      expect_read_or_named_error([&] { expect_small(read_spg(p), trace); }, p, trace, acc, ref);
+      expect_read_or_named_error([&] { expect_small(read_graph(p), trace); }, p, trace, acc, ref);
+    }
+    ::unlink(p.c_str());
+  };
+
+  uint64_t salt = 0;
+  for (const char* fmt : {"mtx", "txt", "npy", "spg"}) {
+    Mutator m(kFuzzSeed + 1000 * ++salt);
+    for (int i = 0; i < kPerFormat; ++i) {
+      std::string what, bytes;
+      const std::string f = fmt;
+      if (f == "mtx") bytes = mutate_text(m, texts[m.below(3)], what);
+      else if (f == "txt") bytes = mutate_text(m, texts[3 + m.below(3)], what);
+      else if (f == "npy") bytes = mutate_npy(m, npys[m.below(npys.size())], what);
+      else bytes = mutate_spg(m, spgs[m.below(spgs.size())], what);
+      SCOPED_TRACE("seed " + std::to_string(kFuzzSeed + 1000 * salt) + ", " + f +
+                   " mutation " + std::to_string(i) + ":" + what);
+      check_file(f, i, bytes, what, m.chance(15));
+    }
+  }
+
+  // Dataset directories: one file of a valid directory mutated at a time.
+  Dataset d;
+  d.graph = graph_from_edges(4, 4, {0, 2, 3, 3, 0}, {1, 0, 0, 3, 3});
+  write_dataset_dir(d, path("seed_ds"));
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<int64_t> y = {0, 1, -1, 1}, train = {0, 3};
+  const std::vector<std::pair<std::string, NpyParts>> files = {
+      {"edge_index.npy", npy_parts("<i8", "(2, 5)", ei64.data(), ei64.size() * 8, 8)},
+      {"x.npy", npy_parts("<f4", "(4, 2)", x.data(), x.size() * 4, 4)},
+      {"y.npy", npy_parts("<i8", "(4,)", y.data(), y.size() * 8, 8)},
+      {"train_idx.npy", npy_parts("<i8", "(2,)", train.data(), train.size() * 8, 8)},
+  };
+  const std::string meta = read_bytes(path("seed_ds/spgnn.json"));
+  Mutator m(kFuzzSeed + 1);
+  for (int i = 0; i < kPerFormat; ++i) {
+    const std::string dir = path("ds" + std::to_string(i));
+    ASSERT_EQ(::mkdir(dir.c_str(), 0777), 0);
+    const size_t victim = m.below(files.size() + 1);
+    std::string what = " " + (victim < files.size() ? files[victim].first : "spgnn.json") + ":";
+    for (size_t k = 0; k < files.size(); ++k) {
+      const NpyParts& f = files[k].second;
+      write_bytes(dir + "/" + files[k].first,
+                  k == victim ? mutate_npy(m, f, what)
+                              : make_npy(1, "{'descr': '" + f.descr + "', 'fortran_order': "
+                                            "False, 'shape': " + f.shape + ", }", f.data));
+    }
+    write_bytes(dir + "/spgnn.json", victim == files.size() ? m.bytes(meta, what) : meta);
+    SCOPED_TRACE("seed " + std::to_string(kFuzzSeed + 1) + ", dataset mutation " +
+                 std::to_string(i) + ":" + what);
+    auto& [acc, ref] = counts["dataset"];
+    expect_read_or_named_error([&] { expect_small(read_dataset_dir(dir).graph, what); }, dir,
+                               what, acc, ref);
+    expect_read_or_named_error([&] { expect_small(read_graph(dir), what); }, dir, what, acc, ref);
+    remove_tree(dir);
+  }
+
+  // Partition meta.json: values of the wrong type or range.
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"format", "\"spgnn-partition\""}, {"version", "1"}, {"parts", "1"},
+      {"method", "\"range\""}, {"note", "\"\""}, {"source", "\"g\""}, {"num_nodes", "4"},
+      {"num_edges", "5"}, {"edge_cut", "0"}, {"halo_volume", "0"}, {"feature_dim", "2"},
+      {"num_classes", "2"}, {"part", "[{\"owned\": 4, \"halo\": 0, \"edges\": 5}]"}};
+  const std::string pdir = path("partition");
+  ASSERT_EQ(::mkdir(pdir.c_str(), 0777), 0);
+  for (int i = 0; i < kPerFormat; ++i) {
+    std::string what, text = "{";
+    const size_t victim = m.below(fields.size());
+    const bool drop = m.chance(20);
+    for (size_t k = 0; k < fields.size(); ++k) {
+      if (k == victim && drop) continue;
+      std::string value = fields[k].second;
+      if (k == victim) {
+        value = m.pick<const char*>({"5", "-1", "0", "1e300", "\"x\"", "null", "[]", "{}",
+                                     "true", "4294967297", "18446744073709551616",
+                                     "9223372036854775808", "[1, 2]"});
+      }
+      text += (k ? ", \"" : "\"") + fields[k].first + "\": " + value;
+    }
+    text += "}";
+    what = " meta.json field " + fields[victim].first + (drop ? " dropped" : " changed");
+    if (m.chance(20)) text = m.bytes(text, what);
+    write_bytes(pdir + "/meta.json", text);
+    SCOPED_TRACE("partition mutation " + std::to_string(i) + ":" + what + ": " + text);
+    auto& [acc, ref] = counts["partition meta"];
+    expect_read_or_named_error([&] { read_partition_meta(pdir); }, pdir, what, acc, ref);
+  }
+
+  for (const auto& [fmt, c] : counts) {
+    // Most mutations must be refused, and some accepted: otherwise the mutations or the seeds
+    // have stopped exercising the reader.
+    EXPECT_GT(c.second, c.first / 2) << fmt;
+    std::cerr << "[fuzz] " << fmt << ": " << c.first << " accepted, " << c.second << " refused\n";
+  }
+}
+
+// ---- one test per bug the mutation campaign found ----------------------------------------------
+
+// Was: the header's literal parser recursed once per '(' and overflowed the stack (SIGSEGV).
+TEST_F(IoTest, NpyDeeplyNestedHeaderIsRefused) {
+  const std::string p = path("nested.npy");
+  write_bytes(p, make_npy(2, "{'descr': '<i8', 'fortran_order': False, 'shape': " +
+                                 std::string(500000, '(') + "}", ""));
+  expect_error([&] { read_npy(p); }, {p, "nested more than"});
+  write_bytes(p, make_npy(1, "{'descr': '<i8', 'fortran_order': False, 'shape': ((((2,),),),)}",
+                          std::string(16, '\0')));
+  expect_error([&] { read_npy(p); }, {p, "'shape' must hold non-negative integers"});
+}
+
+// Was: data after the array was ignored, so a header whose shape or length lied (one byte short,
+// a smaller shape) was read as a scrambled array without a word.
+TEST_F(IoTest, NpyDataMustMatchTheHeaderExactly) {
+  const std::vector<int64_t> v = {0, 1, 2, 1, 2, 0};  // edge_index [2, 3]
+  const std::string data(reinterpret_cast<const char*>(v.data()), v.size() * 8);
+  auto dict = [](const std::string& shape) {
+    return "{'descr': '<i8', 'fortran_order': False, 'shape': " + shape + ", }";
+  };
+  const std::string good = make_npy(1, dict("(2, 3)"), data);
+  write_bytes(path("good.npy"), good);
+  EXPECT_EQ(read_graph(path("good.npy")).nnz(), 3);
+
+  write_bytes(path("shape.npy"), make_npy(1, dict("(2, 2)"), data));
+  expect_error([&] { read_graph(path("shape.npy")); },
+               {path("shape.npy"), "trailing bytes", "needs 32 data bytes, but 48 follow"});
+  std::string hlen = good;
+  hlen[8] = static_cast<char>(hlen[8] - 1);  // header one byte short: data starts one byte early
+  write_bytes(path("hlen.npy"), hlen);
+  expect_error([&] { read_npy(path("hlen.npy")); }, {path("hlen.npy"), "trailing bytes"});
+  write_bytes(path("twice.npy.gz"), gzip(good) + gzip(good));  // two gzip members: two arrays
+  expect_error([&] { read_npy(path("twice.npy.gz")); },
+               {path("twice.npy.gz"), "more than one array"});
+  write_bytes(path("short.npy"), good.substr(0, good.size() - 1));
+  expect_error([&] { read_npy(path("short.npy")); }, {path("short.npy"), "truncated", "only 47"});
+}
+
+// Was: 1.255 and 3.1 were read as 1.0 and 3.0.
+TEST_F(IoTest, NpyMinorVersionIsChecked) {
+  std::string bytes = make_npy(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }",
+                               std::string(4, '\0'));
+  bytes[7] = static_cast<char>(255);
+  write_bytes(path("v.npy"), bytes);
+  expect_error([&] { read_npy(path("v.npy")); },
+               {path("v.npy"), "version 1.255", "1.0, 2.0 or 3.0"});
+}
+
+// Was: n = largest id + 1 was allocated as the graph's rowptr: "out of memory", or
+// std::length_error ("cannot create std::vector larger than max_size()") without the file name.
+TEST_F(IoTest, EdgeIndexHugeVertexIdRefusedBeforeAllocating) {
+  for (int64_t id : {int64_t{1} << 50, INT64_MAX}) {
+    SCOPED_TRACE(id);
+    write_npy(Tensor::from_vector<int64_t>({0, 1, id, 0}, {2, 2}), path("ei.npy"));
+    expect_error([&] { read_graph(path("ei.npy")); }, {path("ei.npy"), std::to_string(id)});
+    ASSERT_EQ(::mkdir(path("ds").c_str(), 0777), 0);
+    write_npy(Tensor::from_vector<int64_t>({0, 1, id, 0}, {2, 2}), path("ds/edge_index.npy"));
+    expect_error([&] { read_dataset_dir(path("ds")); },
+                 {path("ds/edge_index.npy"), std::to_string(id)});
+    remove_tree(path("ds"));
+  }
+}
+
+// Was: read_graph(dir) took n from x.npy's header alone: a truncated x.npy was accepted, and a
+// shape of (2^40, 0) (no data needed) made the graph's rowptr allocation fail with "out of memory".
+TEST_F(IoTest, DatasetGraphChecksFeatureFiles) {
+  Dataset d;
+  d.graph = graph_from_edges(3, 3, {0, 1, 2}, {1, 2, 0});
+  d.x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  write_dataset_dir(d, path("ds"));
+  EXPECT_EQ(read_graph(path("ds")).n_rows, 3);
+  const std::string x = read_bytes(path("ds/x.npy"));
+  write_bytes(path("ds/x.npy"), x.substr(0, x.size() - 4));
+  expect_error([&] { read_graph(path("ds")); }, {path("ds/x.npy"), "truncated"});
+  write_bytes(path("ds/x.npy"),
+              make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 0)}", ""));
+  expect_error([&] { read_graph(path("ds")); },
+               {path("ds/edge_index.npy"), "1099511627776 vertices", "refusing"});
+  expect_error([&] { read_dataset_dir(path("ds")); }, {path("ds/edge_index.npy"), "refusing"});
+}
+
+// Was: a label of 2^62 made num_classes 2^62 + 1 (and INT64_MAX overflowed it), sizing a model's
+// output layer from one corrupt value.
+TEST_F(IoTest, DatasetLabelsAreBounded) {
+  Dataset d;
+  d.graph = graph_from_edges(2, 2, {0, 1}, {1, 0});
+  d.y = Tensor::from_vector<int64_t>({0, INT64_MAX});
+  write_dataset_dir(d, path("ds"));
+  expect_error([&] { read_dataset_dir(path("ds")); },
+               {path("ds/y.npy"), "y[1]", "implausibly large"});
+}
+
+// Was: n_rows=/n_cols= of spgnn's SNAP header sized the id table unchecked: std::length_error
+// ("vector::_M_default_append", no file name) or "out of memory".
+TEST_F(IoTest, SnapSpgnnHeaderHugeShapeRefused) {
+  write_bytes(path("h.txt"),
+              "# spgnn edge list: n_rows=9223372036854775807 n_cols=2 nnz=1 values=0\n0 1\n");
+  expect_error([&] { read_snap(path("h.txt")); }, {path("h.txt") + ":1:", "refusing"});
+  write_bytes(path("c.txt"),
+              "# spgnn edge list: n_rows=2 n_cols=1099511627776 nnz=1 values=0\n0 1\n");
+  expect_error([&] { read_snap(path("c.txt")); }, {path("c.txt") + ":1:", "refusing"});
+}
+
+// Was: the header's nnz= and values= were ignored, so a truncated or cut-short spgnn edge list
+// was read as a smaller graph.
+TEST_F(IoTest, SnapSpgnnHeaderCountsAreChecked) {
+  const Graph g = small_graph(true);
+  write_snap(g, path("g.txt"));
+  const std::string good = read_bytes(path("g.txt"));
+  expect_same_graph(read_snap(path("g.txt")).graph, g);
+  const size_t last = good.rfind('\n', good.size() - 2) + 1;  // start of the last edge line
+
+  write_bytes(path("drop.txt"), good.substr(0, last));
+  expect_error([&] { read_snap(path("drop.txt")); },
+               {path("drop.txt") + ":6:", "file ends after 4 edges", "nnz=5"});
+  write_bytes(path("more.txt"), good + "1 1 2.5\n");
+  expect_error([&] { read_snap(path("more.txt")); },
+               {path("more.txt") + ":8:", "more edges than the nnz=5"});
+  // The last value loses its final digit and the newline: the edge count cannot tell.
+  write_bytes(path("cut.txt"), good.substr(0, good.size() - 2));
+  expect_error([&] { read_snap(path("cut.txt")); }, {path("cut.txt") + ":7:", "no newline"});
+  std::string vals = good;
+  vals.replace(vals.find("values=1"), 8, "values=0");
+  write_bytes(path("vals.txt"), vals);
+  expect_error([&] { read_snap(path("vals.txt")); },
+               {path("vals.txt") + ":3:", "values=0", "2 columns"});
+  std::string bad = good;
+  bad.replace(bad.find("nnz=5"), 5, "nnz=x");
+  write_bytes(path("bad.txt"), bad);
+  expect_error([&] { read_snap(path("bad.txt")); }, {path("bad.txt") + ":1:", "'nnz=x'"});
+  // Headers without nnz=/values= (and files edited to match them) still read.
+  write_bytes(path("old.txt"), "# spgnn edge list: n_rows=3 n_cols=3\n0 1\n2 2\n");
+  EXPECT_EQ(read_snap(path("old.txt")).graph.nnz(), 2);
+}
+
+// Was: a wrongly typed optional field of meta.json ("note": 5) escaped as nlohmann's type_error,
+// which names neither the file nor the field; 4294967297 was read as version 1.
+TEST_F(IoTest, PartitionMetaWrongTypesNameTheFile) {
+  const std::string dir = path("part");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0777), 0);
+  auto meta = [&](const std::string& changed) {
+    std::string text = "{\"format\": \"spgnn-partition\", \"version\": 1, \"parts\": 1, "
+                       "\"method\": \"range\", \"num_nodes\": 4, \"num_edges\": 5, "
+                       "\"edge_cut\": 0, \"halo_volume\": 0, \"part\": [{}]" + changed + "}";
+    write_bytes(dir + "/meta.json", text);
+  };
+  meta("");
+  EXPECT_EQ(read_partition_meta(dir).parts, 1);
+  const std::string p = dir + "/meta.json";
+  for (const auto& [field, expect] : std::vector<std::pair<std::string, std::string>>{
+           {", \"note\": 5", "\"note\" is 5"},
+           {", \"source\": null", "\"source\" is null"},
+           {", \"num_classes\": [1]", "\"num_classes\" is [1]"},
+           {", \"feature_dim\": 1e300", "\"feature_dim\" is 1e+300"},
+           {", \"version\": 4294967297", "version 4294967297"}}) {
+    SCOPED_TRACE(field);
+    meta(field);  // a repeated key: the last one wins
+    expect_error([&] { read_partition_meta(dir); }, {p, expect});
+  }
+  write_bytes(p, "{\"format\": [\"spgnn-partition\"]}");
+  expect_error([&] { read_partition_meta(dir); }, {p, "not a spgnn partition"});
+  // Was: owned + halo overflowed (undefined behaviour) before any file was compared with it.
+  meta(", \"part\": [{\"owned\": 17, \"halo\": 9223372036854775807, \"edges\": 5}]");
+  expect_error([&] { read_partition_part(dir, 0); }, {p, "halo 9223372036854775807"});
+}
+
+// Was: from_chars refuses values beyond double's range, so a valid 1e-400 (0 in any reader) was
+// an error that called it "not a real value", and "+-1" was read as -1.
+TEST_F(IoTest, TextValuesBeyondDoubleRange) {
+  write_bytes(path("tiny.mtx"), mtx("real general", "1 1 1", "1 1 1e-400\n"));
+  EXPECT_EQ(as_f32(read_mtx(path("tiny.mtx")).val), (std::vector<float>{0.f}));
+  write_bytes(path("huge.mtx"), mtx("real general", "1 1 1", "1 1 -1e400\n"));
+  expect_error([&] { read_mtx(path("huge.mtx")); }, {path("huge.mtx") + ":3:", "not finite"});
+  ReadOptions ro;
+  ro.allow_nonfinite = true;
+  EXPECT_TRUE(std::isinf(as_f32(read_mtx(path("huge.mtx"), ro).val)[0]));
+  write_bytes(path("sign.txt"), "1 2 +-1\n");
+  expect_error([&] { read_snap(path("sign.txt")); }, {path("sign.txt") + ":1:", "'+-1'"});
 }
 
 TEST(IoSharedData, CoraGraph) {

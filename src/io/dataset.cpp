@@ -65,6 +65,7 @@ Tensor read_index_array(const std::string& path, int64_t lo, int64_t hi, const c
 }
 
 constexpr const char* kMetaFile = "spgnn.json";
+constexpr int64_t kMaxClasses = int64_t{1} << 31;
 
 // The order a directory's spgnn.json declares, or src_dst (PyG's) without one.
 EdgeIndexRows dir_edge_index_rows(const std::string& dir) {
@@ -149,7 +150,19 @@ Graph read_edge_index(const std::string& path, const ReadOptions& options, int64
     }
     max_id = std::max(max_id, std::max(rows[k], cols[k]));
   }
-  if (n < 0) n = max_id + 1;
+  if (n < 0) {
+    // No x.npy / y.npy says how many vertices there are: the largest id does, so one corrupt id
+    // must not make the graph's per-vertex arrays unallocatable.
+    if (max_id == INT64_MAX) {
+      throw_format(path, 0, "edge_index holds vertex id " + std::to_string(max_id) +
+                                ", which leaves no room for a vertex count");
+    }
+    check_graph_fits(path, 0, max_id + 1, e,
+                     "edge_index's largest vertex id is " + std::to_string(max_id));
+    n = max_id + 1;
+  } else {
+    check_graph_fits(path, 0, n, e, "the dataset's vertex count");
+  }
   if (max_id >= n) {
     throw_format(path, 0, "edge_index references vertex " + std::to_string(max_id) +
                               " but the dataset has only " + std::to_string(n) +
@@ -171,6 +184,9 @@ Graph read_dataset_graph(const std::string& dir, const ReadOptions& options) {
     if (p.empty()) continue;
     const InputFile f(p);
     const NpyInfo info = read_npy_info(f, p);
+    // Only the header is needed here, but a file whose data does not match it is as corrupt
+    // as it would be to read_dataset_dir; say so now rather than accept it.
+    check_npy_data_size(f, info, p);
     if (info.shape.empty()) throw_format(p, 0, "expected an array with one row per vertex, found a scalar");
     if (n >= 0 && info.shape[0] != n) {
       throw_format(p, 0, std::to_string(info.shape[0]) + " rows, but " + n_from + " has " +
@@ -235,6 +251,13 @@ Dataset read_dataset_dir(const std::string& dir, const ReadOptions& options) {
       if (y[i] < -1) {
         io::throw_format(p, 0, "label y[" + std::to_string(i) + "] = " + std::to_string(y[i]) +
                                    " is invalid (classes are >= 0, -1 means unlabelled)");
+      }
+      // The class count sizes the model's output layer: a corrupt label must not ask for
+      // billions of outputs (or overflow the count).
+      if (y[i] >= kMaxClasses) {
+        io::throw_format(p, 0, "label y[" + std::to_string(i) + "] = " + std::to_string(y[i]) +
+                                   " is implausibly large (classes are numbered 0..C-1, C at "
+                                   "most " + std::to_string(kMaxClasses) + ")");
       }
       max_label = std::max(max_label, y[i]);
     }

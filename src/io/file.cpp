@@ -64,6 +64,21 @@ void check_fits_in_memory(const std::string& path, int64_t line, uint64_t bytes,
   }
 }
 
+void check_graph_fits(const std::string& path, int64_t line, int64_t n_rows, int64_t nnz,
+                      const std::string& what) {
+  // In double: the sizes may be anything up to INT64_MAX, and only the comparison matters.
+  const double bytes = (static_cast<double>(n_rows) + 1) * 32 + static_cast<double>(nnz) * 40;
+  const double mem = static_cast<double>(physical_memory_bytes());
+  if (bytes > mem) {
+    throw_format(path, line,
+                 what + ": a graph of " + std::to_string(n_rows) + " vertices and " +
+                     std::to_string(nnz) + " edges would need about " +
+                     std::to_string(static_cast<uint64_t>(bytes / 1048576)) + " MiB, more than "
+                     "this machine's " + std::to_string(static_cast<uint64_t>(mem / 1048576)) +
+                     " MiB of memory; refusing to allocate");
+  }
+}
+
 bool is_gzip_magic(const void* p, size_t n) {
   const auto* b = static_cast<const unsigned char*>(p);
   return n >= 2 && b[0] == 0x1f && b[1] == 0x8b;
@@ -117,7 +132,14 @@ void read_all(int fd, const struct stat& st, const std::string& path, std::strin
         out.push_back(probe);
         ++used;
       }
-      out.resize(out.size() * 2);
+      // A pipe or device has no size to trust: grow geometrically, but never past the machine's
+      // memory, so that an endless stream (/dev/zero) ends in a message naming it.
+      const uint64_t mem = physical_memory_bytes();
+      if (out.size() >= mem) {
+        throw_format(path, 0, "input exceeds this machine's " + std::to_string(mem >> 20) +
+                                  " MiB of memory; refusing to read more");
+      }
+      out.resize(static_cast<size_t>(std::min<uint64_t>(uint64_t(out.size()) * 2, mem)));
     }
     const size_t want = std::min<size_t>(out.size() - used, size_t{1} << 30);
     const ssize_t r = ::read(fd, &out[used], want);

@@ -28,6 +28,12 @@ uint64_t physical_memory_bytes();
 // Refuses (FormatError naming the file and `what`) when `bytes` exceeds physical memory.
 void check_fits_in_memory(const std::string& path, int64_t line, uint64_t bytes,
                           const std::string& what);
+// Refuses a graph of `n_rows` rows and `nnz` edges that cannot be built in memory, before any
+// array is allocated: building keeps about four 8-byte arrays per row (offsets, rowptr, degree
+// counts) plus the edge arrays. Guards sizes a file declares or implies (a size line, a header,
+// the largest vertex id) rather than sizes bounded by the bytes actually present.
+void check_graph_fits(const std::string& path, int64_t line, int64_t n_rows, int64_t nnz,
+                      const std::string& what);
 
 bool is_gzip_magic(const void* p, size_t n);
 bool is_zstd_magic(const void* p, size_t n);
@@ -130,9 +136,22 @@ inline const char* parse_int(const char* p, const char* e, int64_t& out, bool& o
   return p;
 }
 // Parses a floating-point value (from_chars: fast, locale-independent; also "nan", "inf").
+// Values beyond double's range read as strtod would: 1e400 as inf, 1e-400 as 0.
 inline const char* parse_double(const char* p, const char* e, double& out) {
-  if (p < e && *p == '+') ++p;
+  if (p < e && *p == '+') {
+    ++p;
+    if (p < e && (*p == '-' || *p == '+')) return nullptr;  // "+-1" is not a number
+  }
   auto r = std::from_chars(p, e, out);
+  if (r.ec == std::errc::result_out_of_range) {
+    // from_chars leaves `out` unset here; long double's wider exponent tells overflow from
+    // underflow for any exponent a text file plausibly holds.
+    long double wide = 0;
+    const auto w = std::from_chars(p, e, wide);
+    if (w.ec != std::errc() || w.ptr != r.ptr) return nullptr;
+    out = static_cast<double>(wide);
+    return r.ptr;
+  }
   if (r.ec != std::errc()) return nullptr;
   return r.ptr;
 }
@@ -193,6 +212,10 @@ struct NpyInfo {
   uint64_t data_offset = 0;
 };
 NpyInfo read_npy_info(const InputFile& f, const std::string& path);
+// Refuses a file whose data is shorter or longer than the header's shape and dtype say: numpy
+// writes exactly numel * itemsize bytes after the header, so any difference means a truncated
+// file or a header (shape, dtype, header length) that lies, and reading on would misplace data.
+void check_npy_data_size(const InputFile& f, const NpyInfo& info, const std::string& path);
 
 // ---- dataset directories ------------------------------------------------------------------------
 

@@ -286,10 +286,10 @@ Graph read_mtx(const std::string& path, const ReadOptions& options) {
   const bool keep_values = has_values && options.keep_values;
   {
     // Parse arrays (int64 row/col + f32 value, doubled when symmetric) plus the built graph
-    // (at most the same again) plus rowptr.
+    // (at most the same again) plus the per-row arrays of the build (as io::check_graph_fits).
     const double entries = static_cast<double>(h.nnz) * (symmetric ? 2 : 1);
     const double bytes = entries * (16.0 + (keep_values ? 4 : 0)) * 2 +
-                         (static_cast<double>(h.n_rows) + 1) * 8;
+                         (static_cast<double>(h.n_rows) + 1) * 32;
     const double mem = static_cast<double>(io::physical_memory_bytes());
     if (bytes > mem) {
       io::throw_format(path, h.size_line,

@@ -16,6 +16,33 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
 // numpy itself refuses headers above 10000 bytes by default; anything much larger is corrupt.
 constexpr uint32_t kMaxHeaderBytes = 1u << 20;
+// A real header nests a tuple in a dict; the literal parser recurses per level, so a corrupt
+// header of a million '(' must stop long before the stack does.
+constexpr int kMaxNesting = 16;
+// Headers are quoted in messages up to this many characters.
+constexpr size_t kMaxQuoted = 200;
+
+// The header text for a message: padding dropped, shortened, control bytes escaped.
+std::string quote_header(const std::string& header) {
+  size_t n = header.size();
+  while (n > 0 && (header[n - 1] == ' ' || header[n - 1] == '\n')) --n;
+  std::string s = "'";
+  for (size_t i = 0; i < n && i < kMaxQuoted; ++i) {
+    const unsigned char c = static_cast<unsigned char>(header[i]);
+    if (c >= 32 && c < 127) {
+      s.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      s += buf;
+    }
+  }
+  s += "'";
+  if (n > kMaxQuoted) {
+    s += " (first " + std::to_string(kMaxQuoted) + " of " + std::to_string(n) + " bytes)";
+  }
+  return s;
+}
 
 struct PyValue {
   enum Kind { string, boolean, none, integer, sequence } kind = none;
@@ -38,10 +65,10 @@ class LiteralParser {
         ++i_;
         break;
       }
-      PyValue key = parse_value();
+      PyValue key = parse_value(1);
       if (key.kind != PyValue::string) fail("dictionary key is not a string");
       expect(':');
-      out.emplace_back(key.str, parse_value());
+      out.emplace_back(key.str, parse_value(1));
       skip_ws();
       if (peek() == ',') {
         ++i_;
@@ -58,7 +85,7 @@ class LiteralParser {
  private:
   [[noreturn]] void fail(const std::string& what) {
     io::throw_format(path_, 0, "malformed .npy header (" + what + " at offset " +
-                                   std::to_string(i_) + "): '" + s_ + "'");
+                                   std::to_string(i_) + "): " + quote_header(s_));
   }
   void skip_ws() {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
@@ -69,7 +96,10 @@ class LiteralParser {
     if (peek() != c) fail(std::string("expected '") + c + "'");
     ++i_;
   }
-  PyValue parse_value() {
+  PyValue parse_value(int depth = 0) {
+    if (depth > kMaxNesting) {
+      fail("nested more than " + std::to_string(kMaxNesting) + " levels deep");
+    }
     skip_ws();
     PyValue v;
     const char c = peek();
@@ -90,7 +120,7 @@ class LiteralParser {
           ++i_;
           break;
         }
-        v.items.push_back(parse_value());
+        v.items.push_back(parse_value(depth + 1));
         skip_ws();
         if (peek() == ',') {
           ++i_;
@@ -209,19 +239,18 @@ NpyInfo read_npy_info(const InputFile& f, const std::string& path) {
     throw_format(path, 0, "not a NumPy .npy file: expected magic \\x93NUMPY at the start");
   }
   const int major = pre[6], minor = pre[7];
-  uint64_t header_start = 0;
-  uint32_t header_len = 0;
-  if (major == 1) {
-    header_start = 10;
-    header_len = static_cast<uint32_t>(pre[8] | (pre[9] << 8));
-  } else if (major == 2 || major == 3) {
+  // numpy defines only x.0 and refuses any other minor version; so does spgnn.
+  if ((major != 1 && major != 2 && major != 3) || minor != 0) {
+    throw_format(path, 0, "unsupported .npy format version " + std::to_string(major) + "." +
+                              std::to_string(minor) + " (expected 1.0, 2.0 or 3.0)");
+  }
+  uint64_t header_start = 10;
+  uint32_t header_len = static_cast<uint32_t>(pre[8] | (pre[9] << 8));
+  if (major != 1) {
     if (f.size() < 12) throw_format(path, 0, "truncated .npy preamble");
     header_start = 12;
     header_len = static_cast<uint32_t>(pre[8]) | (static_cast<uint32_t>(pre[9]) << 8) |
                  (static_cast<uint32_t>(pre[10]) << 16) | (static_cast<uint32_t>(pre[11]) << 24);
-  } else {
-    throw_format(path, 0, "unsupported .npy format version " + std::to_string(major) + "." +
-                              std::to_string(minor) + " (expected 1.0, 2.0 or 3.0)");
   }
   if (header_len > kMaxHeaderBytes) {
     throw_format(path, 0, "implausible .npy header length " + std::to_string(header_len));
@@ -243,8 +272,8 @@ NpyInfo read_npy_info(const InputFile& f, const std::string& path) {
     else if (k == "shape") shape = &v;
   }
   if (!descr || !fortran || !shape) {
-    throw_format(path, 0, "the .npy header must have 'descr', 'fortran_order' and 'shape': '" +
-                              header + "'");
+    throw_format(path, 0, "the .npy header must have 'descr', 'fortran_order' and 'shape': " +
+                              quote_header(header));
   }
   if (descr->kind == PyValue::sequence) {
     throw_format(path, 0, "unsupported structured dtype (record array); save plain arrays");
@@ -260,11 +289,11 @@ NpyInfo read_npy_info(const InputFile& f, const std::string& path) {
   int nontrivial = 0;
   for (const PyValue& d : shape->items) {
     if (d.kind != PyValue::integer || d.i < 0) {
-      throw_format(path, 0, "'shape' must hold non-negative integers: '" + header + "'");
+      throw_format(path, 0, "'shape' must hold non-negative integers: " + quote_header(header));
     }
     int64_t bytes = 0;
     if (__builtin_mul_overflow(numel, d.i, &numel) || __builtin_mul_overflow(numel, item, &bytes)) {
-      throw_format(path, 0, "shape in '" + header + "' overflows 64-bit sizes");
+      throw_format(path, 0, "shape in " + quote_header(header) + " overflows 64-bit sizes");
     }
     info.shape.push_back(d.i);
     nontrivial += d.i > 1;
@@ -278,19 +307,30 @@ NpyInfo read_npy_info(const InputFile& f, const std::string& path) {
   return info;
 }
 
+void check_npy_data_size(const InputFile& f, const NpyInfo& info, const std::string& path) {
+  // numel * itemsize cannot overflow: read_npy_info checked it.
+  const uint64_t need = static_cast<uint64_t>(info.numel) * dtype_size(info.dtype);
+  const uint64_t have = f.size() - info.data_offset;
+  const std::string what = "shape " + shape_text(info.shape) + " of " + dtype_name(info.dtype) +
+                           " needs " + std::to_string(need) + " data bytes";
+  if (have < need) {
+    throw_format(path, 0, "truncated: " + what + ", but only " + std::to_string(have) +
+                              " follow the header");
+  }
+  if (have > need) {
+    throw_format(path, 0, "trailing bytes: " + what + ", but " + std::to_string(have) +
+                              " follow the header; the header's shape, dtype or length is wrong, "
+                              "or the file holds more than one array (one np.save per file)");
+  }
+}
+
 }  // namespace io
 
 Tensor read_npy(const std::string& path) {
   const io::InputFile f(path);
   const io::NpyInfo info = io::read_npy_info(f, path);
+  io::check_npy_data_size(f, info, path);
   const uint64_t need = static_cast<uint64_t>(info.numel) * dtype_size(info.dtype);
-  const uint64_t have = f.size() - info.data_offset;
-  if (have < need) {
-    io::throw_format(path, 0, "truncated: shape " + shape_text(info.shape) + " of " +
-                                  dtype_name(info.dtype) + " needs " + std::to_string(need) +
-                                  " data bytes, but only " + std::to_string(have) +
-                                  " follow the header");
-  }
   io::check_fits_in_memory(path, 0, need, "array of shape " + shape_text(info.shape));
   Tensor t = Tensor::empty(info.shape, info.dtype);
   f.read_at(info.data_offset, t.raw(), static_cast<size_t>(need));

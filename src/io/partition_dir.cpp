@@ -5,8 +5,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <type_traits>
 
 #include "spgnn/error.hpp"
 #include "spgnn/io.hpp"
@@ -32,6 +34,7 @@ Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& ids) {
   shape[0] = static_cast<int64_t>(ids.size());
   Tensor out = Tensor::empty(shape, t.dtype());
   const size_t row_bytes = t.dim(0) > 0 ? t.nbytes() / static_cast<size_t>(t.dim(0)) : 0;
+  if (row_bytes == 0) return out;  // [n, 0] features: no storage, nothing to copy
   const char* src = static_cast<const char*>(t.raw());
   char* dst = static_cast<char*>(out.raw());
   for (size_t i = 0; i < ids.size(); ++i)
@@ -149,14 +152,48 @@ json read_json(const std::string& path) {
   }
 }
 
+// A JSON value for a message, shortened.
+std::string short_dump(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 60) + "...";
+  return s;
+}
+
+// `v` (the value of `key`) as T. Integers must be JSON integers within T's range: nlohmann's
+// own conversion would truncate 2^32 + 1 to 1 and make 1e300 undefined behaviour.
+template <class T>
+T convert(const json& v, const char* key, const std::string& path) {
+  if constexpr (std::is_integral_v<T>) {
+    static_assert(std::is_signed_v<T>, "meta.json integers are read as signed types");
+    using L = std::numeric_limits<T>;
+    const bool ok = v.is_number_unsigned()  ? v.get<uint64_t>() <= static_cast<uint64_t>(L::max())
+                    : v.is_number_integer() ? v.get<int64_t>() >= L::min() &&
+                                                  v.get<int64_t>() <= L::max()
+                                            : false;
+    SPGNN_CHECK(ok, FormatError, path, ": \"", key, "\" is ", short_dump(v),
+                ", expected an integer in [", L::min(), ", ", L::max(), "]");
+    return static_cast<T>(v.get<int64_t>());
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception&) {
+      throw FormatError(path + ": \"" + key + "\" is " + short_dump(v) +
+                        ", which has the wrong type");
+    }
+  }
+}
+
 template <class T>
 T field(const json& j, const char* key, const std::string& path) {
-  SPGNN_CHECK(j.contains(key), FormatError, path, ": no \"", key, "\"");
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw FormatError(path + ": \"" + key + "\" has the wrong type");
-  }
+  SPGNN_CHECK(j.is_object() && j.contains(key), FormatError, path, ": no \"", key, "\"");
+  return convert<T>(j.at(key), key, path);
+}
+
+// Like field, but `fallback` when the key is absent (never when it has the wrong type).
+template <class T>
+T optional_field(const json& j, const char* key, T fallback, const std::string& path) {
+  if (!j.is_object() || !j.contains(key)) return fallback;
+  return convert<T>(j.at(key), key, path);
 }
 
 std::vector<int64_t> read_i64(const std::string& path, int64_t expect, const char* what) {
@@ -178,46 +215,56 @@ void check_offsets(const std::vector<int64_t>& off, int64_t total, const std::st
               ": offsets must run from 0 to ", total);
 }
 
+PartitionMeta meta_from_json(const json& j, const std::string& path) {
+  SPGNN_CHECK(j.is_object() && j.contains("format") && j.at("format") == kFormat, FormatError,
+              path, ": not a spgnn partition (\"format\" should be \"", kFormat, "\")");
+  const int64_t v = field<int64_t>(j, "version", path);
+  SPGNN_CHECK(v == kVersion, FormatError, path, ": version ", v, ", this spgnn reads ", kVersion);
+  PartitionMeta m;
+  m.parts = field<int64_t>(j, "parts", path);
+  m.method = field<std::string>(j, "method", path);
+  m.note = optional_field<std::string>(j, "note", "", path);
+  m.source = optional_field<std::string>(j, "source", "", path);
+  m.summary.num_nodes = field<int64_t>(j, "num_nodes", path);
+  m.summary.num_edges = field<int64_t>(j, "num_edges", path);
+  m.summary.edge_cut = field<int64_t>(j, "edge_cut", path);
+  m.summary.halo_volume = field<int64_t>(j, "halo_volume", path);
+  m.feature_dim = optional_field<int64_t>(j, "feature_dim", 0, path);
+  m.num_classes = optional_field<int64_t>(j, "num_classes", 0, path);
+  SPGNN_CHECK(m.parts >= 1 && m.summary.num_nodes >= 0, FormatError, path,
+              ": parts must be >= 1 and num_nodes >= 0");
+  const json per = optional_field<json>(j, "part", json::array(), path);
+  SPGNN_CHECK(per.is_array() && static_cast<int64_t>(per.size()) == m.parts, FormatError, path,
+              ": \"part\" lists ", per.is_array() ? per.size() : 0, " parts, \"parts\" says ",
+              m.parts);
+  return m;
+}
+
 }  // namespace
 
 PartitionMeta read_partition_meta(const std::string& dir) {
   SPGNN_CHECK(fs::is_directory(dir), FormatError, dir, ": not a directory");
   const std::string path = (fs::path(dir) / "meta.json").string();
-  const json j = read_json(path);
-  SPGNN_CHECK(j.is_object() && j.value("format", "") == kFormat, FormatError, path,
-              ": not a spgnn partition (\"format\" should be \"", kFormat, "\")");
-  const int v = field<int>(j, "version", path);
-  SPGNN_CHECK(v == kVersion, FormatError, path, ": version ", v, ", this spgnn reads ", kVersion);
-  PartitionMeta m;
-  m.parts = field<int64_t>(j, "parts", path);
-  m.method = field<std::string>(j, "method", path);
-  m.note = j.value("note", "");
-  m.source = j.value("source", "");
-  m.summary.num_nodes = field<int64_t>(j, "num_nodes", path);
-  m.summary.num_edges = field<int64_t>(j, "num_edges", path);
-  m.summary.edge_cut = field<int64_t>(j, "edge_cut", path);
-  m.summary.halo_volume = field<int64_t>(j, "halo_volume", path);
-  m.feature_dim = j.value("feature_dim", int64_t{0});
-  m.num_classes = j.value("num_classes", int64_t{0});
-  SPGNN_CHECK(m.parts >= 1 && m.summary.num_nodes >= 0, FormatError, path,
-              ": parts must be >= 1 and num_nodes >= 0");
-  const json per = j.value("part", json::array());
-  SPGNN_CHECK(per.is_array() && static_cast<int64_t>(per.size()) == m.parts, FormatError, path,
-              ": \"part\" lists ", per.size(), " parts, \"parts\" says ", m.parts);
-  return m;
+  return meta_from_json(read_json(path), path);
 }
 
 PartitionPart read_partition_part(const std::string& dir, int64_t p) {
   PartitionPart r;
-  r.meta = read_partition_meta(dir);
+  SPGNN_CHECK(fs::is_directory(dir), FormatError, dir, ": not a directory");
+  const std::string meta_path = (fs::path(dir) / "meta.json").string();
+  // One read of meta.json: the summary and this part's entry come from the same text.
+  const json meta = read_json(meta_path);
+  r.meta = meta_from_json(meta, meta_path);
   SPGNN_CHECK(p >= 0 && p < r.meta.parts, InvalidArgument, dir, ": part ", p,
               " requested, the partition has parts 0..", r.meta.parts - 1,
               " (launched with a different number of ranks?)");
-  const std::string meta_path = (fs::path(dir) / "meta.json").string();
-  const json info = read_json(meta_path).at("part").at(static_cast<size_t>(p));
+  const json& info = meta.at("part").at(static_cast<size_t>(p));
   const int64_t owned = field<int64_t>(info, "owned", meta_path);
   const int64_t halo = field<int64_t>(info, "halo", meta_path);
   const int64_t edges = field<int64_t>(info, "edges", meta_path);
+  SPGNN_CHECK(owned >= 0 && halo >= 0 && edges >= 0 && halo <= INT64_MAX - owned, FormatError,
+              meta_path, ": part ", p, " has owned ", owned, ", halo ", halo, ", edges ", edges,
+              "; expected non-negative counts");
   const std::string pd = part_dir(dir, p);
   SPGNN_CHECK(fs::is_directory(pd), FormatError, pd, ": missing (part ", p, " of ", r.meta.parts,
               ")");

@@ -172,31 +172,93 @@ class IdTable {
   int shift_ = 48;
 };
 
-// Parses "n_rows=R n_cols=C" out of spgnn's header line.
-void parse_spgnn_header(const std::string& path, const char* p, const char* e, int64_t& n_rows,
-                        int64_t& n_cols) {
-  n_rows = n_cols = -1;
+// What spgnn's header line declares. nnz and values are -1 when absent: each is checked when
+// present, and a header with only n_rows/n_cols is still read.
+struct SpgnnHeader {
+  int64_t n_rows = -1, n_cols = -1, nnz = -1, values = -1;
+};
+
+// Parses "n_rows=R n_cols=C nnz=E values=0|1" out of spgnn's header line.
+SpgnnHeader parse_spgnn_header(const std::string& path, const char* p, const char* e) {
+  SpgnnHeader h;
   while (p < e) {
     p = io::skip_blanks(p, e);
     const char* q = p;
     while (q < e && !io::is_blank(*q)) ++q;
     const std::string tok(p, q);
-    for (auto [key, out] : {std::pair<const char*, int64_t*>{"n_rows=", &n_rows},
-                            std::pair<const char*, int64_t*>{"n_cols=", &n_cols}}) {
+    for (auto [key, out] : {std::pair<const char*, int64_t*>{"n_rows=", &h.n_rows},
+                            std::pair<const char*, int64_t*>{"n_cols=", &h.n_cols},
+                            std::pair<const char*, int64_t*>{"nnz=", &h.nnz},
+                            std::pair<const char*, int64_t*>{"values=", &h.values}}) {
       const size_t kl = std::strlen(key);
       if (tok.compare(0, kl, key) != 0) continue;
       uint64_t u = 0;
       bool overflow = false;
       const char* end = tok.data() + tok.size();
       const char* r = io::parse_uint(tok.data() + kl, end, u, overflow);
-      if (!r || r != end) io::throw_format(path, 1, "malformed '" + tok + "' in the spgnn header");
+      if (!r || r != end) {
+        io::throw_format(path, 1, "malformed '" + io::token_at(p, q) + "' in the spgnn header, "
+                                  "expected a non-negative integer after '" + key + "'");
+      }
       *out = static_cast<int64_t>(u);
     }
     p = q;
   }
-  if (n_rows < 0 || n_cols < 0) {
+  if (h.n_rows < 0 || h.n_cols < 0) {
     io::throw_format(path, 1, "spgnn header lacks n_rows=/n_cols=, expected '" +
                                   std::string(kSpgnnHeader) + " n_rows=R n_cols=C ...'");
+  }
+  if (h.values > 1) {
+    io::throw_format(path, 1, "spgnn header has values=" + std::to_string(h.values) +
+                                  ", expected values=0 (2 columns) or values=1 (3 columns)");
+  }
+  return h;
+}
+
+// write_snap's header declares the edge count and whether a value column follows, and every
+// line it writes ends with '\n'; a file that disagrees was truncated or edited, and reading it
+// would silently return a different graph.
+void check_spgnn_counts(const std::string& path, const SpgnnHeader& sh, const SnapTask& t,
+                        const char* b, const char* e, const std::vector<LineChunk>& chunks,
+                        int64_t n_edges) {
+  int64_t total_lines = 0;
+  for (const LineChunk& c : chunks) total_lines += c.lines;
+  const bool ends_with_newline = b < e && e[-1] == '\n';
+  const int64_t last_line = total_lines + (ends_with_newline ? 0 : 1);
+  if (sh.nnz >= 0 && n_edges < sh.nnz) {
+    io::throw_format(path, last_line,
+                     "file ends after " + std::to_string(n_edges) + " edges, but the spgnn "
+                     "header on line 1 declares nnz=" + std::to_string(sh.nnz) +
+                     " (truncated file?)");
+  }
+  if (sh.nnz >= 0 && n_edges > sh.nnz) {
+    io::throw_format(path, io::line_of_entry(chunks, 1, sh.nnz, kSnapComments),
+                     "more edges than the nnz=" + std::to_string(sh.nnz) + " declared by the "
+                     "spgnn header on line 1 (edit the header, or remove it to read the file as "
+                     "a plain edge list)");
+  }
+  if (sh.values >= 0 && n_edges > 0 && (t.ncols == 3) != (sh.values == 1)) {
+    io::throw_format(path, t.first_edge_line,
+                     "the spgnn header on line 1 declares values=" + std::to_string(sh.values) +
+                         ", so edges have " + (sh.values ? "3" : "2") + " columns, but this "
+                         "line has " + std::to_string(t.ncols));
+  }
+  if (!ends_with_newline && n_edges > 0) {
+    // The last line may be a cut-off edge ("12 3" of "12 345"): the counts above cannot tell.
+    const char* last = b;
+    for (const char* q = e; q > b; --q) {
+      if (q[-1] == '\n') {
+        last = q;
+        break;
+      }
+    }
+    const char* q = io::skip_blanks(last, e);
+    if (q < e && *q != '#' && *q != '%') {
+      io::throw_format(path, last_line,
+                       "the last edge line has no newline, but spgnn ends every line it writes "
+                       "with one: the file is probably truncated (add the newline if it is "
+                       "complete)");
+    }
   }
 }
 
@@ -211,9 +273,18 @@ SnapGraph read_snap(const std::string& path, const ReadOptions& options) {
   t.allow_nonfinite = options.allow_nonfinite;
   const char* const first_nl = io::find_newline(b, e);
   const size_t hl = std::strlen(kSpgnnHeader);
+  SpgnnHeader sh;
   if (static_cast<size_t>(first_nl - b) >= hl && std::equal(kSpgnnHeader, kSpgnnHeader + hl, b)) {
     t.dense = true;
-    parse_spgnn_header(path, b + hl, first_nl, t.n_rows, t.n_cols);
+    sh = parse_spgnn_header(path, b + hl, first_nl);
+    t.n_rows = sh.n_rows;
+    t.n_cols = sh.n_cols;
+    // The declared shape sizes the id table and the graph's per-row arrays, whatever the
+    // edges; refuse an impossible one before allocating. The id table holds max(R, C) ids.
+    // (The edge arrays are sized by the lines actually present, checked below.)
+    io::check_graph_fits(path, 1, std::max(sh.n_rows, sh.n_cols), 0,
+                         "the spgnn header declares " + std::to_string(sh.n_rows) + " x " +
+                             std::to_string(sh.n_cols));
   }
 
   // The first edge line fixes the number of columns for the whole file.
@@ -254,6 +325,7 @@ SnapGraph read_snap(const std::string& path, const ReadOptions& options) {
     first_line[i + 1] = first_line[i] + chunks[i].lines;
   }
   const int64_t n_edges = first_entry[nc];
+  if (t.dense) check_spgnn_counts(path, sh, t, b, e, chunks, n_edges);
   const bool keep_values = t.ncols == 3 && options.keep_values;
   io::check_fits_in_memory(path, 0,
                            static_cast<uint64_t>(n_edges) * (keep_values ? 20 : 16) * 2,
