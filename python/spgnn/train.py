@@ -18,6 +18,7 @@ step. Per epoch it reports time, communication time and bytes, the halo fraction
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import resource
@@ -203,11 +204,22 @@ def _load_part(args, dev, rank: int) -> _Data:
     return out
 
 
+# The tensors of the latest collectives, alive until the process group is gone. gloo's worker
+# thread may still hold a finished collective when the next one (the final barrier) starts, and
+# the barrier keeps it until its own end. With torch 2.4, if that reference was the tensors'
+# last, the worker freed them needing the GIL while the main thread, in
+# destroy_process_group, held the GIL and joined the worker: rank 1 hung 3 runs in 32 (2 ranks,
+# one busy core beside them; 0 in 40 since; py-spy: ~ProcessGroupGloo joining, the worker in
+# ~AsyncBarrierWork -> ~AsyncAllgatherWork -> ~TensorImpl waiting for the GIL).
+_recent_collective_tensors: "collections.deque[torch.Tensor]" = collections.deque(maxlen=16)
+
+
 def _sum(values: List[float], dev, distributed: bool) -> List[float]:
     if not distributed:
         return values
     t = torch.tensor(values, dtype=torch.float64, device=dev)
     torch.distributed.all_reduce(t)
+    _recent_collective_tensors.append(t)
     return t.tolist()
 
 
@@ -218,6 +230,7 @@ def _gather(values: List[float], dev, world: int, distributed: bool) -> List[Lis
     t = torch.tensor(values, dtype=torch.float64, device=dev)
     out = [torch.empty_like(t) for _ in range(world)]
     torch.distributed.all_gather(out, t)
+    _recent_collective_tensors.extend([t, *out])
     return [o.tolist() for o in out]
 
 
