@@ -17,10 +17,8 @@ import argparse
 import importlib.util
 import os
 import statistics
-import time
 
 import torch
-import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location(
@@ -44,6 +42,7 @@ def main():
         ap.error("--steps must be >= 1 and --warmup >= 0")
     import spgnn.nn as snn
     import torch_geometric.nn as pnn
+    from torch_geometric.utils import to_torch_csr_tensor
 
     dev = torch.device(a.device)
     ei, n = speed.load_graph(a.graph, dev)
@@ -52,9 +51,7 @@ def main():
     y = torch.randint(0, a.classes, (n,), generator=g).to(dev)
     mask = speed.training_split(n, "mask", g, dev)
     index = mask.nonzero().flatten()
-    adj_t = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.shape[1], device=dev),
-                                    (n, n)).coalesce().to_sparse_csr()
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    adj_t = to_torch_csr_tensor(ei.flip(0), size=(n, n))  # as speed_vs_pyg.py's PyG runs
     print(f"graph {a.graph}: {n} nodes, {ei.shape[1]} edges; {dev}; torch {torch.__version__}; "
           f"median of {a.steps} interleaved steps after {a.warmup}")
     print("| model | spgnn index | spgnn mask | spgnn mask - index | PyG index | PyG mask | "
@@ -67,19 +64,14 @@ def main():
                 torch.manual_seed(1)
                 m = speed.make_model(snn if lib == "spgnn" else pnn, name, a.features,
                                      a.classes).to(dev)
-                runs[(lib, split)] = (m, torch.optim.Adam(m.parameters(), lr=0.01), edge, sel)
+                opt = torch.optim.Adam(m.parameters(), lr=0.01, weight_decay=5e-4)
+                runs[(lib, split)] = (m, opt, edge, sel)
         times = {k: [] for k in runs}
         for step in range(a.warmup + a.steps):
             for k, (m, opt, edge, sel) in runs.items():
-                sync()
-                t0 = time.perf_counter()
-                opt.zero_grad()
-                loss = F.cross_entropy(m(x, edge)[sel], y[sel])
-                loss.backward()
-                opt.step()
-                sync()
+                ms = speed.timed_step(m, m, opt, x, y, sel, edge)
                 if step >= a.warmup:
-                    times[k].append((time.perf_counter() - t0) * 1e3)
+                    times[k].append(ms)
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"| {name} | {med['spgnn', 'index']:.2f} | {med['spgnn', 'mask']:.2f} | "
               f"{med['spgnn', 'mask'] - med['spgnn', 'index']:+.2f} | {med['pyg', 'index']:.2f} | "

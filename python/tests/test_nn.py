@@ -536,7 +536,7 @@ def test_bipartite_inputs_match_pyg(gen, device, n_src, n_dst, arg, name, kw):
             # d/d eps = sum(x_dst * g) over every entry, g the gradient at the MLP's input
             # (= grad x_dst / (1 + eps)): terms of both signs that cancel to a small scalar,
             # only as accurate in float32 as the size of the terms.
-            scale = float((ins_r[1].detach() * gr[1].abs()).abs().sum()) / (1 + 0.25)
+            scale = float((ins_r[1].detach().abs() * gr[1].abs()).sum()) / (1 + 0.25)
         assert rel_err(a, b, scale=scale) < TOL, what
 
 

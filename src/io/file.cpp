@@ -66,17 +66,12 @@ void check_fits_in_memory(const std::string& path, int64_t line, uint64_t bytes,
 
 void check_graph_fits(const std::string& path, int64_t line, int64_t n_rows, int64_t nnz,
                       const std::string& what) {
-  // In double: the sizes may be anything up to INT64_MAX, and only the comparison matters.
+  // In double: the sizes may be anything up to INT64_MAX; saturated, the comparison still holds.
   const double bytes = (static_cast<double>(n_rows) + 1) * 32 + static_cast<double>(nnz) * 40;
-  const double mem = static_cast<double>(physical_memory_bytes());
-  if (bytes > mem) {
-    throw_format(path, line,
-                 what + ": a graph of " + std::to_string(n_rows) + " vertices and " +
-                     std::to_string(nnz) + " edges would need about " +
-                     std::to_string(static_cast<uint64_t>(bytes / 1048576)) + " MiB, more than "
-                     "this machine's " + std::to_string(static_cast<uint64_t>(mem / 1048576)) +
-                     " MiB of memory; refusing to allocate");
-  }
+  check_fits_in_memory(path, line,
+                       bytes >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(bytes),
+                       what + ": a graph of " + std::to_string(n_rows) + " vertices and " +
+                           std::to_string(nnz) + " edges");
 }
 
 bool is_gzip_magic(const void* p, size_t n) {
