@@ -164,7 +164,7 @@ for extra in ${EXTRAS:-}; do
     if [ "$built" = 1 ] && [ -d "$BUILD_DIR/python/spgnn" ]; then
       pyargs=()
       [ -n "${PYTEST_K:-}" ] && pyargs=(-x -k "$PYTEST_K")
-      (cd python/tests && PYTHONPATH="$ROOT/$BUILD_DIR/python" python3 -m pytest -q -rs \
+      (cd python/tests && PYTHONPATH="$ROOT/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -q -rs \
          -p no:cacheprovider "${pyargs[@]}") 2>&1 | tee "$LOG_DIR/python.log"
       if [ "${PIPESTATUS[0]}" = 0 ]; then note python "ok: $(tail -1 "$LOG_DIR/python.log")"
       else fail python "$(tail -1 "$LOG_DIR/python.log")"; fi
@@ -184,7 +184,7 @@ for extra in ${EXTRAS:-}; do
   esac
   if [ "$built" != 1 ] || [ ! -f "$script" ]; then fail "$extra" "not run (no build or no $script)"; continue; fi
   stamp "$script"
-  SPGNN="$ROOT/$BUILD_DIR/spgnn" PYTHONPATH="$ROOT/$BUILD_DIR/python" bash "$script" 2>&1 \
+  SPGNN="$ROOT/$BUILD_DIR/spgnn" PYTHONPATH="$ROOT/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" bash "$script" 2>&1 \
     | tee "$LOG_DIR/$extra.log"
   if [ "${PIPESTATUS[0]}" = 0 ]; then note "$extra" "ok (log $LOG_DIR/$extra.log)"
   else fail "$extra" "see $LOG_DIR/$extra.log"; fi
