@@ -699,6 +699,38 @@ def _sspmm_backward(ctx, grad):
 register_autograd(f"{_lib}::cbsr_sspmm", _sspmm_backward, setup_context=_sspmm_setup)
 
 
+# ---- dropout ---------------------------------------------------------------------------------------
+
+def _dropout_impl(x: Tensor, p: float, seed: Tensor) -> Tensor:
+    out = torch.empty_like(x)
+    with on_device(x):
+        C.dropout(arr(x), p, _seed(seed), arr(out), stream_of(x))
+    return out
+
+
+_dropout_op = custom_op(f"{_lib}::dropout", _dropout_impl, mutates_args=())
+
+
+@register_fake(f"{_lib}::dropout")
+def _(x, p, seed):
+    return torch.empty_like(x)
+
+
+def _dropout_setup(ctx, inputs, output):
+    ctx.p = inputs[1]
+    ctx.save_for_backward(inputs[2])
+
+
+def _dropout_backward(ctx, grad):
+    # The mask is a hash of (seed, element index): the gradient goes through the same mask and
+    # scale, which is this op applied to it (itself differentiable, so double backward works).
+    seed, = ctx.saved_tensors
+    return dropout(grad.contiguous(), ctx.p, seed), None, None
+
+
+register_autograd(f"{_lib}::dropout", _dropout_backward, setup_context=_dropout_setup)
+
+
 # ---- autocast --------------------------------------------------------------------------------------
 # Inside torch.autocast, an op's float operands (float64 excepted, as autocast leaves it) are cast
 # to one dtype before it runs, so that a layer may mix an autocast GEMM's half output with float32
@@ -821,3 +853,4 @@ cbsr_spgemm = _front("cbsr_spgemm", _cbsr_spgemm_op, _cbsr_spgemm_impl, _spgemm_
                      _spgemm_backward)
 cbsr_sspmm = _front("cbsr_sspmm", _cbsr_sspmm_op, _cbsr_sspmm_impl, _sspmm_setup,
                     _sspmm_backward)
+dropout = _front("dropout", _dropout_op, _dropout_impl, _dropout_setup, _dropout_backward)

@@ -16,6 +16,7 @@
 #include "arrays.hpp"
 #include "graphs.hpp"
 #include "spgnn/io.hpp"
+#include "spgnn/nn/functional.hpp"
 #include "spgnn/ops.hpp"
 #include "spgnn/partition.hpp"
 #include "spgnn/schedule.hpp"
@@ -315,6 +316,23 @@ NB_MODULE(_C, m) {
       "attn"_a.noconvert(), "grad_out"_a.noconvert(), "heads"_a, "negative_slope"_a,
       "dropout"_a, "seed"_a, "grad_feat"_a.noconvert(), "grad_el"_a.noconvert(),
       "grad_er"_a.noconvert(), "stream"_a, "strategy"_a);
+
+  // ---- dropout --------------------------------------------------------------------------------
+  // Inverted dropout whose mask is a hash of (seed, element index): nothing to save for the
+  // backward, which is this same call on the gradient.
+  m.def(
+      "dropout",
+      [](const Array& x, double p, uint64_t seed, const Array& out, uintptr_t stream) {
+        const Tensor tx = view(x, "x");
+        Tensor ty = view(out, "out");
+        // nn::dropout would allocate a new buffer for a mismatched one: not the caller's array.
+        SPGNN_CHECK(ty.shape() == tx.shape() && ty.dtype() == tx.dtype() &&
+                        ty.device() == tx.device(),
+                    InvalidArgument, "dropout: 'out' must match 'x' in shape, dtype and device");
+        nb::gil_scoped_release unlocked;
+        nn::dropout(tx, p, seed, ty, as_stream(stream));
+      },
+      "x"_a.noconvert(), "p"_a, "seed"_a, "out"_a.noconvert(), "stream"_a);
 
   // ---- MaxK and CBSR --------------------------------------------------------------------------
   m.def(

@@ -605,3 +605,117 @@ def test_custom_ops_carry_real_type_annotations():
         for name, p in sig.parameters.items():
             assert not isinstance(p.annotation, str), (d._name, name, p.annotation)
         assert not isinstance(sig.return_annotation, str), (d._name, sig.return_annotation)
+
+
+# ---- dropout (a hashed mask, recomputed in the backward) ------------------------------------------
+
+def _nonzero(gen, *shape, device, dtype=torch.float32):
+    # away from 0: a zero input gives a zero output whether it is dropped or kept
+    x = 0.5 + torch.rand(*shape, generator=gen, dtype=torch.float64)
+    sign = torch.randint(0, 2, shape, generator=gen) * 2 - 1
+    return (x * sign).to(dtype).to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_is_inverted_dropout_with_a_recomputed_mask(gen, device, p):
+    n = 300 * 67  # an odd width; large enough for the kept fraction's test below
+    x = _nonzero(gen, 300, 67, device=device).requires_grad_()
+    y = ops.dropout(x, p)
+    kept = y != 0
+    # each element kept independently with probability 1 - p: 6 standard deviations
+    frac = kept.double().mean().item()
+    assert abs(frac - (1 - p)) < 6 * ((p * (1 - p) / n) ** 0.5), frac
+    assert rel_err(y[kept], x.detach()[kept].double() / (1 - p)) < 1e-7
+    # the gradient goes through the same mask and scale
+    up = randn(gen, 300, 67, device=device)
+    gx, = torch.autograd.grad(y, x, up)
+    assert torch.equal(gx != 0, kept)
+    assert rel_err(gx[kept], up[kept].double() / (1 - p)) < 1e-7
+    # zeros stay zeros, non-contiguous inputs are read as their values
+    z = x.detach().clone()
+    z[::2] = 0
+    assert (ops.dropout(z, p)[::2] == 0).all()
+    t = x.detach().t()
+    yt = ops.dropout(t, p)
+    assert yt.shape == t.shape and rel_err(yt[yt != 0], t[yt != 0].double() / (1 - p)) < 1e-7
+
+
+def test_dropout_follows_torch_seed_and_arguments(gen):
+    x = _nonzero(gen, 50, 9, device="cpu")
+    torch.manual_seed(3)
+    a = ops.dropout(x, 0.5)
+    b = ops.dropout(x, 0.5)
+    torch.manual_seed(3)
+    assert torch.equal(ops.dropout(x, 0.5), a)  # torch.manual_seed repeats a run
+    assert not torch.equal(a, b)                 # each call draws a fresh mask
+    # F.dropout's semantics at the edges: identity when not training or p = 0, zeros at p = 1
+    assert ops.dropout(x, 0.5, training=False) is x and ops.dropout(x, 0.0) is x
+    assert torch.equal(ops.dropout(x, 1.0), torch.zeros_like(x))
+    xi = x.clone()
+    out = ops.dropout(xi, 0.5, inplace=True)
+    assert out is xi and torch.equal(xi == 0, (out == 0)) and (xi == 0).any() and (xi != 0).any()
+    # float16/bfloat16 go to torch's dropout: a dropout all the same
+    for dt in (torch.float16, torch.bfloat16):
+        h = x.to(dt)
+        yh = ops.dropout(h, 0.5)
+        assert yh.dtype == dt and torch.equal(yh[yh != 0], (h[yh != 0].float() * 2).to(dt))
+    # the module is torch.nn.Dropout's drop-in
+    m = spgnn.nn.Dropout(0.25)
+    assert repr(m) == "Dropout(p=0.25, inplace=False)"
+    y = m(x)
+    assert rel_err(y[y != 0], x[y != 0].double() / 0.75) < 1e-7
+    assert m.eval()(x) is x
+
+
+def test_dropout_rejects_bad_arguments():
+    x = torch.ones(4, 3)
+    for p in (-0.1, 1.5, "0.5", True, None):
+        with pytest.raises(ValueError, match="p must be a probability in"):
+            ops.dropout(x, p)
+        with pytest.raises(ValueError, match="p must be a probability in"):
+            spgnn.nn.Dropout(p)
+    with pytest.raises(TypeError, match="input must be a float tensor, got torch.int64"):
+        ops.dropout(torch.ones(4, 3, dtype=torch.int64), 0.5)
+    with pytest.raises(TypeError, match="input must be a torch.Tensor, got list"):
+        ops.dropout([1.0, 2.0], 0.5)
+
+
+def test_dropout_gradcheck_float64_and_compiles(gen):
+    from spgnn import _ops
+    x = _nonzero(gen, 7, 5, device="cpu", dtype=torch.float64).requires_grad_()
+    seed = torch.tensor([12345])  # one mask for every call gradcheck makes
+    assert torch.autograd.gradcheck(lambda a: _ops.dropout(a, 0.3, seed), (x,))
+    assert torch.autograd.gradgradcheck(lambda a: _ops.dropout(a, 0.3, seed), (x,))
+
+    torch._dynamo.reset()
+    w = torch.linspace(-1, 1, 35).reshape(7, 5)
+
+    @torch.compile(fullgraph=True)
+    def f(a):
+        return (ops.dropout(a, 0.4) * w).sum()
+
+    xf = x.detach().float().requires_grad_()
+    for _ in range(2):
+        loss = f(xf)
+        gx, = torch.autograd.grad(loss, xf)
+        # the compiled backward drops what the compiled forward dropped: grad = mask * w / 0.6
+        kept = gx != 0
+        assert rel_err(loss, (xf.detach() * w)[kept].sum().double() / 0.6) < 1e-6
+        assert rel_err(gx[kept], w[kept].double() / 0.6) < 1e-7
+
+
+@pytest.mark.gpu
+def test_dropout_drops_the_same_elements_on_cpu_and_gpu(gen):
+    """The hash is compiled identically for host and device: one seed, one mask, on the caller's
+    current stream."""
+    from spgnn import _ops
+    x = _nonzero(gen, 1000, 37, device="cpu")
+    seed = torch.tensor([987654321])
+    ref = _ops.dropout(x, 0.5, seed)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        xd = x.cuda()
+        yd = _ops.dropout(xd, 0.5, seed)
+    s.synchronize()
+    assert torch.equal(yd.cpu(), ref)

@@ -22,8 +22,9 @@ void cuda_dot(const float* a, const float* b, int64_t n, float* out, float beta)
 // act: 1 relu, 2 elu.
 void cuda_activation(float* x, int64_t n, int act);
 void cuda_activation_backward(float* grad, const float* y, int64_t n, int act);
+// On `stream` (a cudaStream_t; null: the legacy default stream, as every nn kernel uses).
 void cuda_dropout(const float* x, float* y, int64_t n, uint32_t threshold, float scale,
-                  uint64_t seed);
+                  uint64_t seed, void* stream = nullptr);
 void cuda_dropout_backward(float* grad, int64_t n, uint32_t threshold, float scale,
                            uint64_t seed);
 // act: 0 none, 1 relu, 2 elu; drop: apply the dropout mask (else threshold/scale are ignored).

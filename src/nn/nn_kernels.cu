@@ -390,9 +390,11 @@ void cuda_activation_backward(float* grad, const float* y, int64_t n, int act) {
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 
-void cuda_dropout(const float* x, float* y, int64_t n, uint32_t thr, float scale, uint64_t seed) {
+void cuda_dropout(const float* x, float* y, int64_t n, uint32_t thr, float scale, uint64_t seed,
+                  void* stream) {
   if (n == 0) return;
-  dropout_kernel<<<blocks_for(n), kThreads>>>(x, y, n, thr, scale, seed);
+  dropout_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, n, thr,
+                                                                                   scale, seed);
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 

@@ -57,7 +57,9 @@ void activation_backward_(Tensor& grad, const Tensor& y, Activation act);
 // backward recomputes the mask instead of storing it, and host and GPU drop the same elements.
 Tensor dropout(const Tensor& x, double p, uint64_t seed);
 // The same into `out` (allocated when undefined or of another shape): a buffer kept across epochs.
-void dropout(const Tensor& x, double p, uint64_t seed, Tensor& out);
+// On the GPU it runs on `stream` (a cudaStream_t; null: the legacy default stream). Its own
+// backward: dropout of the gradient with the same p and seed (a zero stays zero either way).
+void dropout(const Tensor& x, double p, uint64_t seed, Tensor& out, void* stream = nullptr);
 void dropout_backward_(Tensor& grad, double p, uint64_t seed);
 
 // x = dropout(act(x), p, seed) in one pass, in place (p = 0: the activation only).
