@@ -488,9 +488,7 @@ uint32_t dropout_threshold(double p) {
 }
 // v where keep, else exactly +0 (also for a NaN or inf), without a branch: the mask is a coin
 // flip per element, and a branch on it mispredicts about half the time. Branchy, the dropout
-// loop took 6 ns an element on one core (Cora's 2708 x 1433 input: 24 ms); branch-free, 1.3 ns,
-// whatever the input (skipping the hash of zero inputs, as it used to, paid only on
-// bag-of-words inputs and cost 5x on dense and ReLU rows).
+// loop took 6 ns an element on one core (Cora's 2708 x 1433 input: 24 ms); branch-free, 1.3 ns.
 template <class T>
 T keep_or_zero(T v, bool keep) {
   using U = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
@@ -505,6 +503,31 @@ T keep_or_zero(T v, bool keep) {
 template <class T>
 T drop_value(T v, uint64_t seed, int64_t i, uint32_t thr, double scale) {
   return keep_or_zero(T(v * scale), detail::dropout_keep(seed, uint64_t(i), thr));
+}
+// y[i] = drop_value(x[i]) for n elements (y may be x), in chunks of 64. A chunk with at most 1/8
+// non-zeros (bag-of-words inputs: Cora 1.3%, CiteSeer 0.9% non-zero) hashes only its non-zeros,
+// on branches that its zeros make predictable; the others hash every element branch-free.
+// One core, 12.3M floats (CiteSeer's input size): dense 17.6 ms, ReLU rows 17.5, 0.9% non-zero
+// 9.3; branching on the mask with zeros skipped (the loop before): 74.6, 88.7 and 8.1;
+// branch-free on every element: 16.5 whatever the input.
+template <class T>
+void drop_elements(const T* x, T* y, int64_t n, uint64_t seed, uint32_t thr, double scale) {
+  constexpr int64_t kChunk = 64;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n > (1 << 18))
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = c * kChunk, e = std::min(n, b + kChunk);
+    int64_t nonzero = 0;
+    for (int64_t i = b; i < e; ++i) nonzero += x[i] != T(0);
+    if (nonzero * 8 <= e - b) {
+      for (int64_t i = b; i < e; ++i) {
+        const T v = x[i];
+        y[i] = v == T(0) ? v : drop_value(v, seed, i, thr, scale);
+      }
+    } else {
+      for (int64_t i = b; i < e; ++i) y[i] = drop_value(x[i], seed, i, thr, scale);
+    }
+  }
 }
 void check_p(double p, const char* fn) {
   SPGNN_CHECK(p >= 0 && p < 1, InvalidArgument, fn, ": dropout probability 'p' must be in [0, 1), got ", p);
@@ -540,7 +563,7 @@ void dropout(const Tensor& x, double p, uint64_t seed, Tensor& out, void* stream
     using T = decltype(z);
     const T* px = ptr<T>(x);
     T* py = ptr<T>(out);
-    for_each<T>(n, [&](int64_t i) { py[i] = drop_value(px[i], seed, i, thr, scale); });
+    drop_elements(px, py, n, seed, thr, scale);
   });
 }
 
@@ -556,7 +579,7 @@ void dropout_backward_(Tensor& grad, double p, uint64_t seed) {
   by_dtype(grad, [&](auto z) {
     using T = decltype(z);
     T* g = ptr<T>(grad);
-    for_each<T>(n, [&](int64_t i) { g[i] = drop_value(g[i], seed, i, thr, scale); });
+    drop_elements(g, g, n, seed, thr, scale);
   });
 }
 
