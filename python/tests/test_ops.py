@@ -641,6 +641,19 @@ def test_dropout_is_inverted_dropout_with_a_recomputed_mask(gen, device, p):
     assert yt.shape == t.shape and rel_err(yt[yt != 0], t[yt != 0].double() / (1 - p)) < 1e-7
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_dropout_mask_depends_on_the_seed_and_index_only(gen, device):
+    """The CPU loop takes another path through mostly-zero stretches (bag-of-words inputs):
+    masking a dense input afterwards equals dropping the masked input, exactly."""
+    from spgnn import _ops
+    xd = _nonzero(gen, 211, 173, device=device)
+    for density in (0.01, 0.1, 0.5):
+        m = (torch.rand(211, 173, generator=gen) < density).float().to(device)
+        seed = torch.randint(0, 2**62, (1,), generator=gen)
+        for p in (0.2, 0.7):
+            assert torch.equal(_ops.dropout(xd * m, p, seed), _ops.dropout(xd, p, seed) * m)
+
+
 def test_dropout_follows_torch_seed_and_arguments(gen):
     x = _nonzero(gen, 50, 9, device="cpu")
     torch.manual_seed(3)
