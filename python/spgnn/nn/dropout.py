@@ -16,8 +16,7 @@ class Dropout(torch.nn.Module):
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
+        ops.check_probability(p, "Dropout")
         self.p, self.inplace = float(p), bool(inplace)
 
     def forward(self, x: Tensor) -> Tensor:
