@@ -66,8 +66,33 @@ def _compare(ref, ours, x, ei, edge_arg, up_seed=1, ref_extra=()):
     up = up.to(x.device)
     go = torch.autograd.grad(yo, [xo] + list(ours.parameters()), up)
     names = ["x"] + [n for n, _ in ref.named_parameters()]
-    for a, b, n in zip(go, gr, names):
-        assert rel_err(a, b) < TOL, n
+    exact = None
+    for i, (a, b, n) in enumerate(zip(go, gr, names)):
+        if rel_err(a, b) < TOL:
+            continue
+        # PyG's float32 gradient is no oracle where it sums many terms of both signs (GIN's
+        # eps, a bias): there, ours must be as close as PyG's to the float64 gradient.
+        if exact is None:
+            exact = _float64_grads(ref, xr, ei, ref_extra, up)
+        assert rel_err(a, exact[i]) <= max(TOL, 2 * rel_err(b, exact[i])), n
+
+
+def _float64_grads(ref, x, ei, extra, up):
+    def wide(t):
+        return t.double() if torch.is_tensor(t) and t.is_floating_point() else t
+    # a cached=True GCNConv holds its float32 normalised graph, which must not be copied
+    caches = [(m, c, getattr(m, c)) for m in ref.modules()
+              for c in ("_cached_edge_index", "_cached_adj_t") if getattr(m, c, None) is not None]
+    for m, c, _ in caches:
+        setattr(m, c, None)
+    try:
+        ref = copy.deepcopy(ref).double()
+    finally:
+        for m, c, v in caches:
+            setattr(m, c, v)
+    x = x.detach().double().requires_grad_()
+    y = ref(x, wide(ei), *map(wide, extra))
+    return torch.autograd.grad(y, [x] + list(ref.parameters()), up.double().to(y.device))
 
 
 @pytest.mark.parametrize("device", DEVICES)

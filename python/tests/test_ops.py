@@ -714,7 +714,9 @@ def test_dropout_gradcheck_float64_and_compiles(gen):
         gx, = torch.autograd.grad(loss, xf)
         # the compiled backward drops what the compiled forward dropped: grad = mask * w / 0.6
         kept = gx != 0
-        assert rel_err(loss, (xf.detach() * w)[kept].sum().double() / 0.6) < 1e-6
+        terms = (xf.detach() * w)[kept].double() / 0.6
+        # a float32 sum of terms of both signs is exact only to the size of its terms
+        assert rel_err(loss, terms.sum(), scale=terms.abs().sum()) < 1e-6
         assert rel_err(gx[kept], w[kept].double() / 0.6) < 1e-7
 
 
