@@ -2,6 +2,8 @@
 random graphs of every awkward shape (skewed degrees, empty rows, self loops and parallel
 edges, one node, no edges, already-sorted input), widths that are not multiples of 4, on the
 CPU and (when there is one) the GPU; torch.autograd.gradcheck in float64 on the CPU."""
+import warnings
+
 import pytest
 import torch
 
@@ -605,6 +607,25 @@ def test_custom_ops_carry_real_type_annotations():
         for name, p in sig.parameters.items():
             assert not isinstance(p.annotation, str), (d._name, name, p.annotation)
         assert not isinstance(sig.return_annotation, str), (d._name, sig.return_annotation)
+
+
+def test_graph_handle_ops_never_track_gradients():
+    """The graph-handle ops skip custom_op's Python autograd layer (an Autograd fallthrough):
+    their outputs must not require grad even when `like` does, and must not carry a grad_fn that
+    warns or fails in a backward."""
+    ei = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]])
+    g = spgnn.Graph(ei, num_nodes=3, edge_weight=torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    x = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
+    h = torch.ops.spgnn.graph_from_edge_index.default(ei, 3, -1)
+    hv = torch.ops.spgnn.graph_variant.default(h, "gcn")
+    w = torch.ops.spgnn.graph_tensor.default(g.handle(), "values", x, 0)
+    for t in (h, hv, w):
+        assert not t.requires_grad and t.grad_fn is None
+    assert sorted(w.tolist()) == [1.0, 2.0, 3.0, 4.0] and w.dtype == torch.float64
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (w.sum() * x).sum().backward()
+    assert torch.equal(x.grad, torch.full_like(x, 10.0))
 
 
 # ---- dropout (a hashed mask, recomputed in the backward) ------------------------------------------
