@@ -91,7 +91,9 @@ TEST_F(Cli, BenchHalfPrecisionChecksEachDtype) {
     const double tol = dt == "f32" ? 1e-5 : dt == "f16" ? 1e-3 : 8e-3;
     EXPECT_LT(row["rel_err"].get<double>(), tol) << row.dump();
     // bf16 keeps float32's exponent in 8 bits of mantissa: visibly less exact than float32.
-    if (dt == "bf16") EXPECT_GT(row["rel_err"].get<double>(), 1e-5) << row.dump();
+    if (dt == "bf16") {
+      EXPECT_GT(row["rel_err"].get<double>(), 1e-5) << row.dump();
+    }
   }
   EXPECT_EQ(rows["f32"], 4);
   EXPECT_EQ(rows["f16"], 4);
@@ -116,6 +118,30 @@ TEST_F(Cli, TrainFloat16ReportsItsLossScale) {
   auto bad = run("train --dtype f64 --epochs 1 --device cpu");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("f64"), std::string::npos) << bad.out;
+}
+
+// With --eval-every N the epochs in between are not evaluated: their accuracies are null in the
+// JSON history and the progress lines name the epoch their accuracies come from (they printed
+// 0.000, which read as a collapsed model).
+TEST_F(Cli, TrainLeavesUnevaluatedEpochsWithoutAccuracies) {
+  auto r = run("train --model gcn --epochs 6 --eval-every 3 --device cpu --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.rfind("\n{");
+  const auto j = nlohmann::json::parse(at == std::string::npos ? r.out : r.out.substr(at + 1));
+  ASSERT_EQ(j["history"].size(), 6u);
+  for (const auto& e : j["history"]) {
+    const bool evaluated = e["epoch"].get<int>() % 3 == 0;
+    EXPECT_EQ(e["val_acc"].is_number(), evaluated) << e.dump();
+    EXPECT_EQ(e["train_acc"].is_number(), evaluated) << e.dump();
+    if (evaluated) {
+      EXPECT_GT(e["train_acc"].get<double>(), 0.0) << e.dump();
+    }
+  }
+  auto log = run("train --model gcn --epochs 20 --eval-every 20 --device cpu");
+  ASSERT_EQ(log.code, 0) << log.out;
+  EXPECT_NE(log.out.find("epoch   10/20  loss"), std::string::npos) << log.out;
+  EXPECT_NE(log.out.find("train   -    val   -"), std::string::npos) << log.out;
+  EXPECT_EQ(log.out.find("train 0.000  val 0.000"), std::string::npos) << log.out;
 }
 
 // Half training takes TF32 tensor-core GEMMs by default (--no-tf32 opts out); float32 runs stay

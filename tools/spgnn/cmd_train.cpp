@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -142,13 +143,24 @@ Dataset load_training_data(const TrainOpts& o, bool show_progress) {
   return d;
 }
 
-void print_progress(const nn::EpochStats& s, int64_t epochs, bool tty) {
+// `shown` is the latest evaluated epoch (s itself when it was evaluated): with --eval-every N the
+// accuracies of the epochs in between are not measured, and printing them as 0 read as a model
+// that had collapsed. A log line says which epoch its accuracies come from when it is not its own.
+void print_progress(const nn::EpochStats& s, const nn::EpochStats* shown, int64_t epochs, bool tty) {
   const int width = 24;
   const int fill = epochs > 0 ? int(s.epoch * width / epochs) : width;
-  char line[256];
-  std::snprintf(line, sizeof line, "[%s%s] epoch %4lld/%lld  loss %.4f  train %.3f  val %.3f  %.1f ms",
+  char acc[96];
+  if (shown == nullptr)
+    std::snprintf(acc, sizeof acc, "train   -    val   -  ");
+  else if (shown->epoch == s.epoch)
+    std::snprintf(acc, sizeof acc, "train %.3f  val %.3f", shown->train_acc, shown->val_acc);
+  else
+    std::snprintf(acc, sizeof acc, "train %.3f  val %.3f (epoch %lld)", shown->train_acc,
+                  shown->val_acc, (long long)shown->epoch);
+  char line[320];
+  std::snprintf(line, sizeof line, "[%s%s] epoch %4lld/%lld  loss %.4f  %s  %.1f ms",
                 std::string(size_t(fill), '#').c_str(), std::string(size_t(width - fill), '.').c_str(),
-                (long long)s.epoch, (long long)epochs, s.loss, s.train_acc, s.val_acc, s.ms);
+                (long long)s.epoch, (long long)epochs, s.loss, acc, s.ms);
   if (tty) {
     std::fprintf(stderr, "\r%s", line);
     if (s.epoch >= epochs) std::fprintf(stderr, "\n");
@@ -230,11 +242,25 @@ void run_train(const TrainOpts& o) {
                 tc.normalize_features ? "row-normalised" : "as given", why);
     std::printf("model    %s (%lld parameters) on %s\n", nn::describe(mc).c_str(),
                 (long long)model.num_parameters(), dev.str().c_str());
+    if (o.dtype != "f32") {
+      // Say what the half dtype covers: GAT's attention kernels have no half path, so on the CPU
+      // a GAT trains exactly as in float32, which a user comparing the two would puzzle over.
+      std::printf("dtype    %s aggregations%s, float32 weights and Adam, %s GEMMs%s%s\n",
+                  o.dtype.c_str(), dev.is_cuda() ? " (where the GPU's half SpMM is faster)" : "",
+                  tc.allow_tf32 && dev.is_cuda() ? "TF32" : "float32",
+                  o.dtype == "f16" ? ", dynamic loss scaling" : "",
+                  mc.kind == nn::ConvKind::gat
+                      ? "; GAT's attention has no half path and runs in float32"
+                      : "");
+    }
     std::fflush(stdout);
   }
+  std::optional<nn::EpochStats> last_eval;
   const nn::TrainResult r = nn::train(model, data, tc, [&](const nn::EpochStats& s) {
     if (o.epochs == 0) return;
-    if (tty || s.epoch % every == 0 || s.epoch == o.epochs) print_progress(s, o.epochs, tty);
+    if (s.evaluated) last_eval = s;
+    if (tty || s.epoch % every == 0 || s.epoch == o.epochs)
+      print_progress(s, last_eval ? &*last_eval : nullptr, o.epochs, tty);
   });
   if (!o.save.empty()) model.save(o.save);
 
@@ -281,9 +307,15 @@ void run_train(const TrainOpts& o) {
       j["profile"] = pj;
     }
     nlohmann::json hist = nlohmann::json::array();
-    for (const auto& s : r.history)
-      hist.push_back({{"epoch", s.epoch}, {"loss", s.loss}, {"train_acc", s.train_acc},
-                      {"val_acc", s.val_acc}, {"ms", s.ms}});
+    for (const auto& s : r.history) {  // accuracies are null where the epoch was not evaluated
+      nlohmann::json e = {{"epoch", s.epoch}, {"loss", s.loss}, {"train_acc", nullptr},
+                          {"val_acc", nullptr}, {"ms", s.ms}};
+      if (s.evaluated) {
+        e["train_acc"] = s.train_acc;
+        e["val_acc"] = s.val_acc;
+      }
+      hist.push_back(std::move(e));
+    }
     j["history"] = hist;
     std::cout << j.dump(2) << "\n";
     return;
