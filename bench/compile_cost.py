@@ -13,64 +13,24 @@ spends issuing work: where it is close to the wall time, the host, not the GPU, 
     PYTHONPATH=build/python python3 bench/compile_cost.py --graph G.npy [--models gcn,gin]
         [--splits index,mask] [--steps 40] [--warmup 5] [--device cuda|cpu]
 """
-import argparse
-import importlib.util
-import os
 import statistics
-import time
 
 import torch
-import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location(
-    "speed_vs_pyg", os.path.join(HERE, "..", "python", "examples", "speed_vs_pyg.py"))
-speed = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(speed)
-
-
-def step(model, run, opt, x, y, sel, edge, sync):
-    """(wall ms, host ms) of speed_vs_pyg.timed_step's step."""
-    sync()
-    t0 = time.perf_counter()
-    model.train()
-    opt.zero_grad()
-    loss = F.cross_entropy(run(x, edge)[sel], y[sel])
-    loss.backward()
-    opt.step()
-    t1 = time.perf_counter()
-    sync()
-    t2 = time.perf_counter()
-    return (t2 - t0) * 1e3, (t1 - t0) * 1e3
+from _interleaved import inputs, parse, parser, speed
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--graph", default="random:20000:25",
-                    help="an edge_index .npy, a dataset directory or random:N:DEG")
-    ap.add_argument("--models", default="gcn,gin,sage,gat")
+    ap = parser(__doc__, "gcn,gin,sage,gat")
     ap.add_argument("--splits", default="index,mask")
-    ap.add_argument("--features", type=int, default=602)
-    ap.add_argument("--classes", type=int, default=41)
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    a = ap.parse_args()
-    if a.steps < 1 or a.warmup < 0:
-        ap.error("--steps must be >= 1 and --warmup >= 0")
+    a = parse(ap)
     splits = a.splits.split(",")
     for s in splits:
         if s not in ("index", "mask"):
             ap.error(f"--splits: unknown split {s!r} (expected index and/or mask)")
     import spgnn.nn as snn
 
-    dev = torch.device(a.device)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    ei, n = speed.load_graph(a.graph, dev)
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(n, a.features, generator=g).to(dev)
-    y = torch.randint(0, a.classes, (n,), generator=g).to(dev)
-    mask = speed.training_split(n, "mask", g, dev)
+    dev, ei, n, x, y, mask = inputs(a)
     sels = {"index": mask.nonzero().flatten(), "mask": mask}
     print(f"graph {a.graph}: {n} nodes, {ei.shape[1]} edges; {dev}; torch {torch.__version__}; "
           f"median of {a.steps} interleaved steps after {a.warmup} (and the compilation)")
@@ -89,7 +49,7 @@ def main():
         times = {k: [] for k in runs}
         for i in range(a.warmup + a.steps):
             for k, (m, run, opt, sel) in runs.items():
-                t = step(m, run, opt, x, y, sel, ei, sync)
+                t = speed.timed_step_host(m, run, opt, x, y, sel, ei)
                 if i >= a.warmup:
                     times[k].append(t)
         for split in splits:

@@ -13,43 +13,20 @@ alike for all of them. Median ms per step, and mask minus index per library.
     PYTHONPATH=build/python python3 bench/mask_cost.py --graph G.npy [--models gcn,gin]
         [--steps 40] [--warmup 5]
 """
-import argparse
-import importlib.util
-import os
 import statistics
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location(
-    "speed_vs_pyg", os.path.join(HERE, "..", "python", "examples", "speed_vs_pyg.py"))
-speed = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(speed)
+from _interleaved import inputs, parse, parser, speed
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--graph", default="random:20000:25",
-                    help="an edge_index .npy, a dataset directory or random:N:DEG")
-    ap.add_argument("--models", default="gcn")
-    ap.add_argument("--features", type=int, default=602)
-    ap.add_argument("--classes", type=int, default=41)
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    a = ap.parse_args()
-    if a.steps < 1 or a.warmup < 0:
-        ap.error("--steps must be >= 1 and --warmup >= 0")
+    a = parse(parser(__doc__, "gcn"))
     import spgnn.nn as snn
     import torch_geometric.nn as pnn
     from torch_geometric.utils import to_torch_csr_tensor
 
-    dev = torch.device(a.device)
-    ei, n = speed.load_graph(a.graph, dev)
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(n, a.features, generator=g).to(dev)
-    y = torch.randint(0, a.classes, (n,), generator=g).to(dev)
-    mask = speed.training_split(n, "mask", g, dev)
+    dev, ei, n, x, y, mask = inputs(a)
     index = mask.nonzero().flatten()
     adj_t = to_torch_csr_tensor(ei.flip(0), size=(n, n))  # as speed_vs_pyg.py's PyG runs
     print(f"graph {a.graph}: {n} nodes, {ei.shape[1]} edges; {dev}; torch {torch.__version__}; "

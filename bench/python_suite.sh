@@ -9,6 +9,9 @@
 #   SPLIT=mask|index   training nodes as a boolean mask (default) or an index tensor
 #   MASK_COST=1        then bench/mask_cost.py on each graph (MODELS' first model): what the
 #                      mask costs a step with spgnn.nn and with PyG, interleaved in one run
+#   COMPILE_COST=1     then bench/compile_cost.py on each graph (MODELS): eager against compiled
+#                      spgnn.nn, both splits, interleaved in one run
+#   SKIP_SUITE=1       only the extra runs above (generates the graphs when missing)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SPGNN="${SPGNN:-$ROOT/build/spgnn}"
@@ -31,13 +34,19 @@ for g in ${GRAPHS:-sym dir}; do
   fi
   json=()
   [ -n "${OUT_JSON_DIR:-}" ] && json=(--json "$OUT_JSON_DIR/python-suite-$g-${SPLIT:-mask}.json")
-  python3 "$ROOT/bench/python_vs_pyg.py" --spgnn "$SPGNN" --graph "$f.npy" --graph-spg "$f.spg" \
-    --name "reddit-$g" --epochs "${EPOCHS:-20}" --models "${MODELS:-gcn,gin,sage,gat}" \
-    --split "${SPLIT:-mask}" \
-    "${extra[@]}" "${json[@]}"
+  if [ "${SKIP_SUITE:-0}" != 1 ]; then
+    python3 "$ROOT/bench/python_vs_pyg.py" --spgnn "$SPGNN" --graph "$f.npy" --graph-spg "$f.spg" \
+      --name "reddit-$g" --epochs "${EPOCHS:-20}" --models "${MODELS:-gcn,gin,sage,gat}" \
+      --split "${SPLIT:-mask}" \
+      "${extra[@]}" "${json[@]}"
+  fi
   if [ "${MASK_COST:-0}" = 1 ]; then
     first="${MODELS:-gcn}"
     python3 "$ROOT/bench/mask_cost.py" --graph "$f.npy" --models "${first%%,*}" \
+      --steps "${EPOCHS:-20}"
+  fi
+  if [ "${COMPILE_COST:-0}" = 1 ]; then
+    python3 "$ROOT/bench/compile_cost.py" --graph "$f.npy" --models "${MODELS:-gcn,gin,sage,gat}" \
       --steps "${EPOCHS:-20}"
   fi
 done
