@@ -43,9 +43,14 @@ std::string cpu_mergepath_valid(const SpmmProblem& p, const Schedule& s) {
                                 p.g->nnz(), std::max(1, omp_get_max_threads()));
 }
 #if SPGNN_WITH_CUDA
+int64_t value_or_default(const StrategyInfo& info, const Schedule& s, const char* name);  // below
 std::string gnnone_spmm_valid(const SpmmProblem& p, const Schedule& s) {
-  return validate_gnnone(find_strategy(OpKind::spmm, "gnnone"), s, p.g->index_dtype(),
-                         launch_limits(p.g->device()));
+  const StrategyInfo& info = find_strategy(OpKind::spmm, "gnnone");
+  if (is_half(p.dtype) && (value_or_default(info, s, "nze_cache") == 0 ||
+                           value_or_default(info, s, "consecutive") == 0))
+    return std::string("nze_cache=0 and consecutive=0 are float32 ablations; gnnone's ") +
+           dtype_name(p.dtype) + " kernel needs both on";
+  return validate_gnnone(info, s, p.g->index_dtype(), launch_limits(p.g->device()));
 }
 std::string gnnone_sddmm_valid(const SddmmProblem& p, const Schedule& s) {
   return validate_gnnone(find_strategy(OpKind::sddmm, "gnnone"), s, p.g->index_dtype(),
@@ -102,7 +107,8 @@ std::vector<SpmmEntry> make_spmm_registry() {
 #if SPGNN_WITH_CUDA
   r.push_back({{"gnnone", OpKind::spmm, DeviceType::cuda,
                 "GNNOne two-stage COO SpMM: edge-balanced non-zero cache per warp, thread groups "
-                "with vector loads, running reduction, atomics only at row splits",
+                "with vector loads, running reduction, atomics only at row splits (float16/"
+                "bfloat16: split rows through float32 scratch, one rounding)",
                 gnnone_params()},
                &gnnone_spmm_supports, &gnnone_spmm, &gnnone_spmm_valid});
   r.push_back({{"cusparse", OpKind::spmm, DeviceType::cuda,
@@ -321,10 +327,17 @@ bool regular_dense_rows(const DegreeStats& st) {
   return st.avg >= kDenseRowDegree && st.cv < kRegularCv;
 }
 
-// Half precision (float16/bfloat16): the strategies with half kernels, warp_vertex and shuffle,
-// until measurements say where the others' float32 rules carry over.
+// Half precision (float16/bfloat16): SpMM has two half kernels, gnnone (edge-balanced; cut rows
+// through float32 scratch) and warp_vertex (a group per row), and float32's rule carries over:
+// warp_vertex on regular dense rows at F >= 128 (Reddit shape, bfloat16, F = 256: 9.10 against
+// gnnone's 10.86 ms; at F = 64 gnnone 2.67 against 2.98) and on tiny or empty graphs (one kernel;
+// cuSPARSE's half SpMM rounds per partial), gnnone elsewhere (R-MAT scale 21: 0.98 against 2.13
+// ms at F = 64). docs/BENCHMARKS.md, "Half SpMM". SDDMM's half kernel is shuffle.
 Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F, DType dtype) {
-  if (is_half(dtype)) return Schedule{"warp_vertex", {}};
+  if (is_half(dtype))
+    return Schedule{st.nnz < kTinyNnz || (regular_dense_rows(st) && F >= 128) ? "warp_vertex"
+                                                                               : "gnnone",
+                    {}};
   if (st.nnz == 0) return Schedule{"warp_vertex", {}};  // one kernel, nothing to balance
   if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};
   if (regular_dense_rows(st) && F >= 128) return Schedule{"warp_vertex", {}};

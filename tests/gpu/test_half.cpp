@@ -1,4 +1,4 @@
-// Half precision on the GPU (issue 12): gspmm (warp_vertex, and `auto`, which must pick it) and
+// Half precision on the GPU (issue 12): gspmm (warp_vertex, gnnone, and `auto`) and
 // gsddmm (shuffle, and `auto`) on float16/bfloat16 operands against the float64 oracle on the
 // same (exactly converted) values: every graph shape, int32 and int64 indices, every width of
 // test_widths() (odd ones, 4 mod 8, and past one pass of 32 lanes), every op and reduce, scalar
@@ -11,6 +11,7 @@
 
 #include "dispatch/registry.hpp"
 #include "gpu/gpu_check.hpp"
+#include "spgnn/schedule.hpp"
 #include "spgnn/nn/functional.hpp"
 
 namespace spgnn::test {
@@ -66,7 +67,7 @@ void check_half_spmm(DType h, GraphKind kind, DType idx, SpmmOp op, Reduce red, 
   Tensor out = Tensor::empty({G.host.n_rows, F}, h, Device::cuda());
   out.fill_(NAN);
   OpOptions o;
-  o.schedule = sched(strategy);
+  o.schedule = parse_schedule(strategy);  // "name" or "name:param=value,..."
   if (split != 0) o.schedule.params["split"] = split;
   if (assign != 0) o.schedule.params["assign"] = assign;
   gspmm(G.dev, op, red, u.defined() ? u.to(Device::cuda()) : u,
@@ -117,7 +118,7 @@ TEST(HalfGpu, GspmmEveryGraphWidthOpAndReduce) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   for (DType h : {DType::f16, DType::bf16})
-    for (const std::string st : {"warp_vertex", "auto"})
+    for (const std::string st : {"warp_vertex", "gnnone", "auto"})
       for (GraphKind k : kinds())
         for (DType idx : kIndex)
           for (int64_t F : widths()) {
@@ -126,12 +127,33 @@ TEST(HalfGpu, GspmmEveryGraphWidthOpAndReduce) {
             check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::sum, F, -1, DType::f32, st);
             check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::sum, F, 1, h, st);
             check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, st);
-            if (F <= 33 || quick()) {
+            check_half_spmm(h, k, idx, SpmmOp::copy_e, Reduce::sum, F, F, h, st);
+            if (st != "gnnone" && (F <= 33 || quick())) {  // gnnone has no max/min
               check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::max, F, 0, DType::f32, st);
               check_half_spmm(h, k, idx, SpmmOp::copy_e, Reduce::min, F, F, h, st);
               check_half_spmm(h, k, idx, SpmmOp::u_div_e, Reduce::max, F, 1, h, st);
               check_half_spmm(h, k, idx, SpmmOp::u_sub_e, Reduce::mean, F, F, h, st);
             }
+          }
+#endif
+}
+
+// gnnone in half precision: the cut rows' float32 scratch and the fix-up at every sub-slice
+// length (cache_size 32..256 over 1-32 lanes per group), 1..16 warps, and widths past one pass.
+TEST(HalfGpu, GnnoneCutRowsAtEverySubSliceLength) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  for (DType h : {DType::f16, DType::bf16})
+    for (int64_t cache : {32, 64, 256})
+      for (GraphKind k : {GraphKind::star, GraphKind::half_row, GraphKind::rmat,
+                          GraphKind::empty_rows})
+        for (DType idx : kIndex)
+          for (int64_t F : {1, 6, 64, 264, 520}) {
+            const std::string st = "gnnone:cache_size=" + std::to_string(cache) +
+                                   ",warps=" + (cache == 64 ? "16" : "1");
+            check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32, st);
+            check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, h, st);
+            check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, st);
           }
 #endif
 }
@@ -274,7 +296,7 @@ TEST(HalfGpu, StrategiesWithoutHalfKernelsSaySo) {
   const Graphs& G = graphs(GraphKind::rmat, DType::i32);
   const Tensor u = random_tensor({G.host.n_cols, 16}, seed_for(72)).astype(DType::bf16).to(
       Device::cuda());
-  for (const std::string st : {"gnnone", "mergepath", "rowtile"}) {
+  for (const std::string st : {"mergepath", "rowtile"}) {
     OpOptions o;
     o.schedule = sched(st);
     Tensor out;

@@ -53,25 +53,6 @@ using gnnone::zero_vec;
 constexpr int kUnroll = 4;
 constexpr int kMaxWarps = 16;
 
-// Scratch memory (backward d_a / d_z, forward chunk partials), allocated and freed in stream
-// order (cudaMallocAsync's pool): unlike cudaFree, the free does not synchronise the device, so a backward call stays
-// asynchronous; the memory is returned once the kernels queued before the free have run.
-class StreamScratch {
- public:
-  StreamScratch(size_t bytes, cudaStream_t st) : st_(st) {
-    SPGNN_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, st_));
-  }
-  ~StreamScratch() { cudaFreeAsync(ptr_, st_); }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  float* get() const { return static_cast<float*>(ptr_); }
-
- private:
-  void* ptr_ = nullptr;
-  cudaStream_t st_;
-};
-
-
 template <class I>
 struct GatArgs {
   const I* __restrict__ rowptr;  // rows walked by the kernel (graph, or transpose in kernel 2)

@@ -15,14 +15,29 @@
 //   atomics need zeros first: a small kernel on the caller's stream reads rowptr and zeroes just
 //   those rows, instead of a memset of the whole output (docs/GPU_NOTES.md has the numbers).
 // mean: each flushed partial is scaled by 1/deg(row) (rowptr), so split rows still sum right.
+//
+// float16/bfloat16 features (elem.cuh: 16-byte loads of 8 halves kept packed until the add,
+// float32 accumulation): rows inside one sub-slice are rounded once and stored. The cut rows
+// cannot take atomics on a half output without a rounding per partial (cuSPARSE's half SpMM
+// shows the cost: relative error 4e-2 in bfloat16 on R-MAT), so their partials go with float32
+// vector atomics to a scratch row per cut row (a compact slot, listed once per graph and
+// sub-slice length), and a small kernel rounds each scratch row once into the output. Rows
+// without edges are zeroed in the main kernel by the group that holds the next non-zero. On
+// R-MAT scale 21 a sixth of the non-empty rows are cut at the default L = 64 (256 non-zeros per
+// warp; scratch ~47 MB at F = 64). Half needs the stage-1 cache and consecutive groups (the
+// ablations stay float32). docs/GPU_NOTES.md has the measurements.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/elem.cuh"
 #include "kernels/cuda/gnnone_common.cuh"
 #include "kernels/cuda/spmm_message.cuh"
 
@@ -36,15 +51,19 @@ using gnnone::kUnroll;
 // run-time switch uniform across the warp: spmm_message.cuh, shared with the row-parallel kernels.
 using namespace rowpar;
 
-template <class IndexT>
+template <class IndexT, class T>
 struct SpmmArgs {
   const IndexT* __restrict__ row;
   const IndexT* __restrict__ col;
   const IndexT* __restrict__ rowptr;
-  const float* __restrict__ u;
-  const float* __restrict__ e;
-  float* __restrict__ out;
+  const T* __restrict__ u;
+  const T* __restrict__ e;  // edge rows [nnz, F] (copy_e, u_op_e with wide e)
+  const void* w;            // scalar edge weights [nnz]: float32, or T when w_is_t
+  T* __restrict__ out;
+  float* __restrict__ part;          // half: float32 scratch rows of the cut rows
+  const int32_t* __restrict__ slot;  // half: row -> its scratch row (cut rows only)
   int64_t nnz;
+  int64_t n_rows;
   int64_t F;
   int nv;          // vectors per feature row
   int g_log2;      // log2(thread-group size)
@@ -54,11 +73,26 @@ struct SpmmArgs {
   int binop;
   bool mean;
   bool consecutive;
+  bool w_is_t;
 };
 
-template <class IndexT, int V, int kMode, bool kCache>
-__global__ void __launch_bounds__(gnnone::kMaxThreads)
-    gnnone_spmm_kernel(const SpmmArgs<IndexT> p) {
+// Adds V floats to float32 memory with vector atomics (8 = two float4).
+template <int V>
+__device__ __forceinline__ void atomic_add_f32(float* o, const float (&v)[V]) {
+  if constexpr (V == 8) {
+    const float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
+    gnnone::atomic_add_vec<4>(o, lo);
+    gnnone::atomic_add_vec<4>(o + 4, hi);
+  } else {
+    gnnone::atomic_add_vec<V>(o, v);
+  }
+}
+
+// Half: at most 64 registers (2 blocks of 512 threads per SM), for the occupancy its gathers
+// need to hide their latency (see the note on elem::Packed).
+template <class IndexT, class T, int V, int kMode, bool kCache>
+__global__ void __launch_bounds__(gnnone::kMaxThreads, elem::kIsHalf<T> ? 2 : 1)
+    gnnone_spmm_kernel(const SpmmArgs<IndexT, T> p) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -66,6 +100,12 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
   if (s >= p.nnz) return;  // whole warps only: no block-level barrier below
   const int cnt = static_cast<int>(min(static_cast<int64_t>(p.cache), p.nnz - s));
 
+  auto weight = [&](int64_t k) -> float {
+    if constexpr (elem::kIsHalf<T>) {
+      if (p.w_is_t) return elem::ldg1(static_cast<const T*>(p.w) + k);
+    }
+    return __ldg(static_cast<const float*>(p.w) + k);
+  };
   IndexT* s_row = reinterpret_cast<IndexT*>(smem + warp * p.warp_bytes);  // [cache + 2]
   IndexT* s_col = s_row + p.cache + 2;                                      // [cache]
   float* s_val = reinterpret_cast<float*>(s_col + p.cache);                // [cache]
@@ -77,7 +117,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
       const bool ok = k < cnt;
       s_row[k + 1] = ok ? p.row[s + k] : IndexT(-1);
       s_col[k] = ok ? p.col[s + k] : IndexT(0);
-      if constexpr (kMode == kUOpEScalar) s_val[k] = ok ? __ldg(p.e + s + k) : 0.f;
+      if constexpr (kMode == kUOpEScalar) s_val[k] = ok ? weight(s + k) : 0.f;
     }
     if (lane == 0) s_row[0] = s > 0 ? p.row[s - 1] : IndexT(-1);
     if (lane == 1) s_row[p.cache + 1] = s + p.cache < p.nnz ? p.row[s + p.cache] : IndexT(-1);
@@ -98,7 +138,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
   };
   auto val_at = [&](int k) -> float {
     if constexpr (kCache) return s_val[k];
-    else return __ldg(p.e + s + k);
+    else return weight(s + k);
   };
 
   // ---- stage 2: thread groups over consecutive (or round-robin) cached non-zeros ----
@@ -138,6 +178,16 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
     gnnone::zero_vec(acc);
     IndexT cur = -1;
     bool first_run = true;
+    // Half: the rows without edges are zeroed here, each by the group that holds the first
+    // non-zero after it (rows past the last non-zero: the last group), so the fix-up kernel
+    // sees only the cut rows. `last` is the row of the non-zero before the current run.
+    IndexT last = elem::kIsHalf<T> ? row_at(a - 1) : IndexT(-1);
+    auto zero_between = [&](int64_t from, int64_t to) {  // rows (from, to)
+      if (!lane_ok) return;
+      float z[V];
+      gnnone::zero_vec(z);
+      for (int64_t r = from + 1; r < to; ++r) elem::store<V>(p.out + r * p.F + foff, z);
+    };
 
     auto flush = [&](IndexT r, bool atomic) {
       float scale = 1.f;
@@ -146,34 +196,47 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
         float v[V];
 #pragma unroll
         for (int q = 0; q < V; ++q) v[q] = acc[q] * scale;
-        float* o = p.out + static_cast<int64_t>(r) * p.F + foff;
-        if (atomic) gnnone::atomic_add_vec(o, v);
-        else gnnone::st_vec(o, v);
+        if constexpr (elem::kIsHalf<T>) {
+          if (atomic) atomic_add_f32(p.part + static_cast<int64_t>(p.slot[r]) * p.F + foff, v);
+          else elem::store<V>(p.out + static_cast<int64_t>(r) * p.F + foff, v);
+        } else {
+          float* o = p.out + static_cast<int64_t>(r) * p.F + foff;
+          if (atomic) gnnone::atomic_add_vec(o, v);
+          else gnnone::st_vec(o, v);
+        }
       }
     };
     // Folds non-zero contributions x (and the edge operand y / w) into the running row sum.
-    auto step = [&](IndexT r, const float (&x)[V], const float (&y)[V], float w) {
+    // The features arrive packed (elem::Packed: halves stay in their load words until here).
+    using Vec = elem::Packed<T, V>;
+    auto step = [&](IndexT r, const Vec& xp, const Vec& yp, float w) {
       if (r != cur) {
         if (cur >= 0) {
           flush(cur, all_atomic || (first_run && head_split));
           first_run = false;
         }
+        if constexpr (elem::kIsHalf<T>) {
+          zero_between(cur >= 0 ? cur : last, r);
+        }
         cur = r;
         gnnone::zero_vec(acc);
       }
+      float x[V], y[V];
+      if constexpr (kMode != kCopyE) elem::unpack<V>(x, xp);
+      if constexpr (kMode == kCopyE || kMode == kUOpEWide) elem::unpack<V>(y, yp);
       add_message<kMode>(acc, x, y, w, p.binop);
     };
     // Issues the loads of non-zero k (all of a batch before any use).
-    auto load = [&](int k, IndexT& r, float (&x)[V], float (&y)[V], float& w) {
+    auto load = [&](int k, IndexT& r, Vec& x, Vec& y, float& w) {
       r = row_at(k);
       if constexpr (kMode != kCopyE) {
         const IndexT c = col_at(k);
-        if (lane_ok) gnnone::ldg_vec<V>(x, p.u + static_cast<int64_t>(c) * p.F + foff);
-        else gnnone::zero_vec(x);
+        if (lane_ok) elem::load_packed<V>(x, p.u + static_cast<int64_t>(c) * p.F + foff);
+        else elem::zero_packed<V>(x);
       }
       if constexpr (kMode == kCopyE || kMode == kUOpEWide) {
-        if (lane_ok) gnnone::ldg_vec<V>(y, p.e + (s + k) * p.F + foff);
-        else gnnone::zero_vec(y);
+        if (lane_ok) elem::load_packed<V>(y, p.e + (s + k) * p.F + foff);
+        else elem::zero_packed<V>(y);
       }
       if constexpr (kMode == kUOpEScalar) w = val_at(k);
       else w = 0.f;
@@ -182,7 +245,8 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
     int k = a;
     for (; k + (kUnroll - 1) * stride < b; k += kUnroll * stride) {
       IndexT r[kUnroll];
-      float x[kUnroll][V], y[kUnroll][V], w[kUnroll];
+      Vec x[kUnroll], y[kUnroll];
+      float w[kUnroll];
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) load(k + j * stride, r[j], x[j], y[j], w[j]);
 #pragma unroll
@@ -190,11 +254,15 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
     }
     for (; k < b; k += stride) {
       IndexT r;
-      float x[V], y[V], w;
+      Vec x, y;
+      float w;
       load(k, r, x, y, w);
       step(r, x, y, w);
     }
     flush(cur, all_atomic || (first_run && head_split) || tail_split);
+    if constexpr (elem::kIsHalf<T>) {
+      if (s + b == p.nnz) zero_between(cur, p.n_rows);
+    }
   }
 }
 
@@ -227,67 +295,162 @@ __global__ void zero_rows_kernel(const IndexT* __restrict__ rowptr, int64_t n, f
   }
 }
 
-template <class IndexT, int V, int kMode>
-void launch_mode(const SpmmArgs<IndexT>& args, bool cache, int warps, cudaStream_t st) {
+// Half outputs: rounds each cut row's float32 scratch row (row fix[i], scratch row i) into the
+// output once. One warp per row, pairs of elements per lane when F is even (rows then start
+// 4-byte aligned).
+template <class T>
+__global__ void gnnone_half_fixup_kernel(const int64_t* __restrict__ fix, int64_t n_cut,
+                                         const float* __restrict__ part, T* __restrict__ out,
+                                         int64_t F, bool pairs) {
+  const int lane = threadIdx.x & 31;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (i >= n_cut) return;
+  T* o = out + fix[i] * F;
+  const float* src = part + i * F;
+  if (pairs) {
+    for (int64_t f = 2 * lane; f < F; f += 64) {
+      const float2 v = *reinterpret_cast<const float2*>(src + f);
+      *reinterpret_cast<uint32_t*>(o + f) = elem::pack2<T>(v.x, v.y);
+    }
+  } else {
+    for (int64_t f = lane; f < F; f += 32) o[f] = elem::from_float<T>(src[f]);
+  }
+}
+
+// The rows a half SpMM with sub-slices of L non-zeros cannot store directly: the cut rows (those
+// spanning more than one sub-slice, zero_rows_kernel's test), each with a scratch row. Listed on
+// the host from rowptr once per graph and L, cached with the graph.
+struct CutRows {
+  Tensor slot;  // int32 [n_rows]: scratch row of a cut row, -1 otherwise
+  Tensor rows;  // int64 [n_cut]: the cut rows in slot order
+  int64_t n_cut = 0;
+};
+template <class IndexT>
+std::shared_ptr<const CutRows> cut_rows(const Graph& g, int64_t L) {
+  return cached<CutRows>(g, cache_key(g, "gnnone.cut_rows." + std::to_string(L)), [&] {
+    const std::vector<IndexT> rp = g.rowptr.to_vector<IndexT>();
+    std::vector<int32_t> slot(static_cast<size_t>(g.n_rows), -1);
+    std::vector<int64_t> rows;
+    for (int64_t r = 0; r < g.n_rows; ++r) {
+      const int64_t b0 = rp[r], b1 = rp[r + 1];
+      if (b0 != b1 && b0 / L != (b1 - 1) / L) {
+        SPGNN_CHECK(rows.size() < 0x7fffffffu, InvalidArgument,
+                    "gnnone: too many cut rows for one half-precision scratch");
+        slot[static_cast<size_t>(r)] = static_cast<int32_t>(rows.size());
+        rows.push_back(r);
+      }
+    }
+    auto c = new CutRows;
+    c->n_cut = static_cast<int64_t>(rows.size());
+    if (g.n_rows > 0) c->slot = Tensor::from_vector(slot, {g.n_rows}).to(g.device());
+    if (c->n_cut > 0) c->rows = Tensor::from_vector(rows, {c->n_cut}).to(g.device());
+    return c;
+  });
+}
+
+template <class IndexT, class T, int V, int kMode>
+void launch_mode(const SpmmArgs<IndexT, T>& args, bool cache, int warps, cudaStream_t st) {
   const int64_t slices = (args.nnz + args.cache - 1) / args.cache;
   const int64_t blocks = (slices + warps - 1) / warps;
   SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "gnnone spmm: graph too large for one grid");
   const size_t smem = static_cast<size_t>(warps) * args.warp_bytes;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(std::min(args.passes, 65535)));
   if (cache) {
-    auto kernel = gnnone_spmm_kernel<IndexT, V, kMode, true>;
+    auto kernel = gnnone_spmm_kernel<IndexT, T, V, kMode, true>;
     gnnone::allow_smem(kernel, smem);
     kernel<<<grid, warps * 32, smem, st>>>(args);
-  } else {
-    auto kernel = gnnone_spmm_kernel<IndexT, V, kMode, false>;
+  } else if constexpr (!elem::kIsHalf<T>) {  // the uncached ablation is float32 only
+    auto kernel = gnnone_spmm_kernel<IndexT, T, V, kMode, false>;
     kernel<<<grid, warps * 32, 0, st>>>(args);
   }
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 
-template <class IndexT, int V>
-void launch_v(const SpmmArgs<IndexT>& args, int mode, bool cache, int warps, cudaStream_t st) {
+template <class IndexT, class T, int V>
+void launch_v(const SpmmArgs<IndexT, T>& args, int mode, bool cache, int warps, cudaStream_t st) {
   switch (mode) {
-    case kCopyU: launch_mode<IndexT, V, kCopyU>(args, cache, warps, st); break;
-    case kCopyE: launch_mode<IndexT, V, kCopyE>(args, cache, warps, st); break;
-    case kUOpEScalar: launch_mode<IndexT, V, kUOpEScalar>(args, cache, warps, st); break;
-    default: launch_mode<IndexT, V, kUOpEWide>(args, cache, warps, st); break;
+    case kCopyU: launch_mode<IndexT, T, V, kCopyU>(args, cache, warps, st); break;
+    case kCopyE: launch_mode<IndexT, T, V, kCopyE>(args, cache, warps, st); break;
+    case kUOpEScalar: launch_mode<IndexT, T, V, kUOpEScalar>(args, cache, warps, st); break;
+    default: launch_mode<IndexT, T, V, kUOpEWide>(args, cache, warps, st); break;
   }
 }
 
-template <class IndexT>
+template <class IndexT, class T>
 void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   const Graph& g = *p.g;
-  SpmmArgs<IndexT> a{};
+  SpmmArgs<IndexT, T> a{};
   a.row = g.row.data<IndexT>();
   a.col = g.col.data<IndexT>();
   a.rowptr = g.rowptr.data<IndexT>();
-  a.u = p.uses_u() ? p.u->data<float>() : nullptr;
-  a.e = p.uses_e() ? p.e->data<float>() : nullptr;
-  a.out = p.out->data<float>();
-  a.nnz = g.nnz();
-  a.F = p.F;
   const int mode = mode_of(p);
+  // Typed by the front door's checks (elem.cuh's types have no Tensor::data<T>).
+  a.u = p.uses_u() ? static_cast<const T*>(p.u->raw()) : nullptr;
+  if (p.uses_e()) {
+    if (mode == kUOpEScalar) {  // scalar weights: float32 (the graph's own) or the features' dtype
+      a.w_is_t = p.e->dtype() == p.dtype;
+      a.w = p.e->raw();
+    } else {
+      a.e = static_cast<const T*>(p.e->raw());
+    }
+  }
+  a.out = static_cast<T*>(p.out->raw());
+  a.nnz = g.nnz();
+  a.n_rows = g.n_rows;
+  a.F = p.F;
   a.binop = binop_of(p.op);
   // Vector accesses touch u, out and (wide) e rows: all must be aligned for the width.
-  const void* ptrs[3] = {a.u, a.out, mode == kUOpEScalar ? nullptr : a.e};
-  const gnnone::Geometry geo =
-      gnnone::make_geometry(p.F, prm.vector_loads, ptrs, 3,
-                            gnnone::max_group_lanes(p.F, g.n_cols, g.device().index));
+  const void* ptrs[3] = {a.u, a.out, a.e};
+  // A group covers at most max_group_lanes lanes of 16 bytes (4 floats or 8 halves: the same
+  // L2 working set per lane).
+  const int max_group = gnnone::max_group_lanes(p.F, g.n_cols, g.device().index);
+  gnnone::Geometry geo;
+  if constexpr (elem::kIsHalf<T>) {
+    // 8 halves per lane where F and the pointers allow, else pairs (as warp_vertex: one
+    // instantiation fewer per mode), else single halves.
+    int V = prm.vector_loads ? elem::vector_width(p.F, sizeof(T), ptrs, 3) : 1;
+    if (V == 4) V = 2;
+    SPGNN_CHECK(p.F / V <= (int64_t{1} << 26), InvalidArgument, "gnnone: feature width ", p.F,
+                " is too large");
+    geo.V = V;
+    geo.nv = static_cast<int>(p.F / V);
+    while ((1 << geo.g_log2) < geo.nv && (2 << geo.g_log2) <= max_group) ++geo.g_log2;
+    geo.passes = (geo.nv + (1 << geo.g_log2) - 1) >> geo.g_log2;
+  } else {
+    geo = gnnone::make_geometry(p.F, prm.vector_loads, ptrs, 3, max_group);
+  }
   a.nv = geo.nv;
   a.g_log2 = geo.g_log2;
   a.passes = geo.passes;
-  a.cache = gnnone::launch_cache(prm, g.nnz(), g.device().index, geo.g_log2);
+  // Half starts from 256 non-zeros per warp when cache_size is left unset: sub-slices twice as
+  // long cut fewer rows (R-MAT scale 21, bfloat16, H100: 1.16 against 1.35 ms at F = 64, 3.65
+  // against 3.87 at F = 256); small graphs still halve it (launch_cache).
+  gnnone::Params lp = prm;
+  if (elem::kIsHalf<T> && prm.auto_cache) lp.cache = 256;
+  a.cache = gnnone::launch_cache(lp, g.nnz(), g.device().index, geo.g_log2);
   a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(a.cache);
   a.mean = p.reduce == Reduce::mean;
   a.consecutive = prm.consecutive;
-  // Zero-fill. Consecutive groups store every row that lies inside one sub-slice of
-  // L = cache / groups non-zeros; only empty rows and rows cut by a sub-slice boundary need zeros
-  // first (a pass over rowptr instead of a memset of the whole output). Round-robin groups own
-  // no row, so there the whole output is cleared.
   const int64_t n = g.n_rows;
-  if (prm.consecutive) {
-    const int64_t L = a.cache / (32 >> geo.g_log2);
+  const int64_t L = a.cache / (32 >> geo.g_log2);
+  std::unique_ptr<StreamScratch> scratch;
+  std::shared_ptr<const CutRows> cut;
+  if constexpr (elem::kIsHalf<T>) {
+    // The cut rows' partials go to float32 scratch rows (zeroed here), rounded into the output
+    // by the fix-up kernel after the main one (the main kernel zeroes the empty rows).
+    cut = cut_rows<IndexT>(g, L);
+    a.slot = cut->slot.template data<int32_t>();
+    if (cut->n_cut > 0) {
+      const size_t bytes = static_cast<size_t>(cut->n_cut) * static_cast<size_t>(p.F) * 4;
+      scratch = std::make_unique<StreamScratch>(bytes, st);
+      a.part = scratch->get();
+      SPGNN_CUDA_CHECK(cudaMemsetAsync(a.part, 0, bytes, st));
+    }
+  } else if (prm.consecutive) {
+    // Zero-fill. Consecutive groups store every row that lies inside one sub-slice of
+    // L = cache / groups non-zeros; only empty rows and rows cut by a sub-slice boundary need
+    // zeros first (a pass over rowptr instead of a memset of the whole output). Round-robin
+    // groups own no row, so there the whole output is cleared.
     const int64_t warps = (n + 31) / 32;
     const int64_t blocks = (warps + 7) / 8;
     const bool vec4 = p.F % 4 == 0 && gnnone::aligned_to(a.out, 16);
@@ -297,10 +460,25 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   } else {
     SPGNN_CUDA_CHECK(cudaMemsetAsync(a.out, 0, static_cast<size_t>(n * p.F) * 4, st));
   }
-  switch (geo.V) {
-    case 4: launch_v<IndexT, 4>(a, mode, prm.nze_cache, prm.warps, st); break;
-    case 2: launch_v<IndexT, 2>(a, mode, prm.nze_cache, prm.warps, st); break;
-    default: launch_v<IndexT, 1>(a, mode, prm.nze_cache, prm.warps, st); break;
+  if constexpr (elem::kIsHalf<T>) {
+    switch (geo.V) {
+      case 8: launch_v<IndexT, T, 8>(a, mode, prm.nze_cache, prm.warps, st); break;
+      case 2: launch_v<IndexT, T, 2>(a, mode, prm.nze_cache, prm.warps, st); break;
+      default: launch_v<IndexT, T, 1>(a, mode, prm.nze_cache, prm.warps, st); break;
+    }
+    if (cut->n_cut > 0) {
+      const int64_t blocks = (cut->n_cut + 7) / 8;
+      gnnone_half_fixup_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, st>>>(
+          cut->rows.template data<int64_t>(), cut->n_cut, a.part, a.out, p.F,
+          p.F % 2 == 0 && gnnone::aligned_to(a.out, 4));
+      SPGNN_CUDA_CHECK_LAUNCH();
+    }
+  } else {
+    switch (geo.V) {
+      case 4: launch_v<IndexT, T, 4>(a, mode, prm.nze_cache, prm.warps, st); break;
+      case 2: launch_v<IndexT, T, 2>(a, mode, prm.nze_cache, prm.warps, st); break;
+      default: launch_v<IndexT, T, 1>(a, mode, prm.nze_cache, prm.warps, st); break;
+    }
   }
 }
 
@@ -309,9 +487,9 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
 std::string gnnone_spmm_supports(const SpmmProblem& p) {
   if (!p.g->device().is_cuda())
     return "graph and tensors are on the CPU; gnnone runs on CUDA devices";
-  if (p.dtype != DType::f32)
-    return std::string("gnnone reads float32 features, not ") + dtype_name(p.dtype) +
-           " (float16/bfloat16: warp_vertex)";
+  if (p.dtype != DType::f32 && !is_half(p.dtype))
+    return std::string("gnnone reads float32, float16 or bfloat16 features, not ") +
+           dtype_name(p.dtype);
   if (p.reduce == Reduce::max || p.reduce == Reduce::min)
     return std::string("reduce '") + name(p.reduce) +
            "' is not implemented by gnnone (sum and mean are); use cusparse-free strategies "
@@ -329,12 +507,19 @@ void gnnone_spmm(const SpmmProblem& p, const Schedule& s) {
   const int64_t n = g.n_rows;
   if (n == 0 || p.F == 0) return;
   if (g.nnz() == 0) {  // every row is empty: the answer is all zeros
-    SPGNN_CUDA_CHECK(cudaMemsetAsync(p.out->data<float>(), 0,
-                                     static_cast<size_t>(n) * static_cast<size_t>(p.F) * 4, st));
+    SPGNN_CUDA_CHECK(cudaMemsetAsync(p.out->raw(), 0,
+                                     static_cast<size_t>(n) * static_cast<size_t>(p.F) *
+                                         dtype_size(p.dtype), st));
     return;
   }
-  if (g.index_dtype() == DType::i64) run<int64_t>(p, prm, st);
-  else run<int32_t>(p, prm, st);
+  SPGNN_CHECK(!is_half(p.dtype) || (prm.nze_cache && prm.consecutive), InvalidArgument,
+              "gnnone: float16/bfloat16 need nze_cache=1 and consecutive=1 (the ablations are "
+              "float32 only)");
+  elem::dispatch(p.dtype, [&](auto t) {
+    using T = decltype(t);
+    if (g.index_dtype() == DType::i64) run<int64_t, T>(p, prm, st);
+    else run<int32_t, T>(p, prm, st);
+  });
 }
 
 }  // namespace spgnn::detail
