@@ -8,6 +8,7 @@
 // fp16 accumulation saturates at 2048). Strategies without half kernels say so by name.
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include "dispatch/registry.hpp"
 #include "gpu/gpu_check.hpp"
@@ -29,16 +30,17 @@ Tensor as_half(const Tensor& t, DType h) { return t.astype(h); }
 
 // ew: 0 = no e, -1 = the graph's own (float32) values, 1 = given scalar weights of dtype w_dtype
 // (f32 or h), F = edge rows.
-void check_half_spmm(DType h, GraphKind kind, DType idx, SpmmOp op, Reduce red, int64_t F,
-                     int64_t ew, DType w_dtype, const std::string& strategy, int64_t split = 0,
-                     int64_t assign = 0) {
+// On the graph pair G (host and device copies), named `gname` in failure messages.
+void check_half_spmm_on(const Graphs& G, const std::string& gname, DType h, SpmmOp op, Reduce red,
+                        int64_t F, int64_t ew, DType w_dtype, const std::string& strategy,
+                        int64_t split = 0, int64_t assign = 0) {
   if (g_failures > kMaxReported) return;
-  const Graphs& G = graphs(kind, idx);
+  const DType idx = G.host.index_dtype();
   static uint64_t salt = 0;
   const uint64_t seed = seed_for(g_seed_base + 1000 + ++salt);
   std::ostringstream what;
   what << "half spmm " << dtype_name(h) << " " << name(op) << "/" << name(red)
-       << " graph=" << kind_name(kind) << " idx=" << dtype_name(idx) << " F=" << F
+       << " graph=" << gname << " idx=" << dtype_name(idx) << " F=" << F
        << " e_width=" << ew << " w=" << dtype_name(w_dtype) << " " << strategy
        << " split=" << split << " assign=" << assign << " seed=" << seed;
   SCOPED_TRACE(what.str());
@@ -78,6 +80,13 @@ void check_half_spmm(DType h, GraphKind kind, DType idx, SpmmOp op, Reduce red, 
                                    : rel_error(out, ref);
   EXPECT_LT(err, half_tol(h));
   if (!(err < half_tol(h))) ++g_failures;
+}
+
+void check_half_spmm(DType h, GraphKind kind, DType idx, SpmmOp op, Reduce red, int64_t F,
+                     int64_t ew, DType w_dtype, const std::string& strategy, int64_t split = 0,
+                     int64_t assign = 0) {
+  check_half_spmm_on(graphs(kind, idx), kind_name(kind), h, op, red, F, ew, w_dtype, strategy,
+                     split, assign);
 }
 
 void check_half_sddmm(DType h, GraphKind kind, DType idx, SddmmOp op, Target lt, Target rt,
@@ -155,6 +164,47 @@ TEST(HalfGpu, GnnoneCutRowsAtEverySubSliceLength) {
             check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, h, st);
             check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, st);
           }
+#endif
+}
+
+// gnnone's empty rows in half precision: runs of at most 64 rows are zeroed by the main kernel,
+// longer ones by the fix-up kernel. Runs of 100 (leading), 64 and 65 (the boundary), 2,670
+// (middle) and 1,900 (trailing) rows around 201 rows with edges.
+TEST(HalfGpu, GnnoneLongRunsOfEmptyRows) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  const int64_t n = 5000;
+  std::mt19937_64 rng(seed_for(77));
+  std::vector<int64_t> r, c;
+  std::vector<float> v;
+  auto add_row = [&](int64_t i) {
+    const int64_t deg = 1 + static_cast<int64_t>(rng() % 40);
+    for (int64_t k = 0; k < deg; ++k) {
+      r.push_back(i);
+      c.push_back(static_cast<int64_t>(rng() % n));
+      v.push_back(0.5f + static_cast<float>(rng() % 1000) / 1000.f);
+    }
+  };
+  for (int64_t i = 100; i < 200; ++i) add_row(i);
+  add_row(264);  // after a run of 64 empty rows
+  add_row(330);  // after a run of 65
+  for (int64_t i = 3001; i < 3100; ++i) add_row(i);  // then 1,900 empty rows to the end
+  BuildOptions opt;
+  opt.duplicates = DuplicatePolicy::drop;
+  const Graph host = graph_from_edges(n, n, r, c, v, opt);
+  for (DType idx : kIndex) {
+    Graphs G;
+    G.host = with_index(host, idx);
+    G.dev = G.host.to(Device::cuda());
+    for (DType h : {DType::f16, DType::bf16})
+      for (int64_t F : {6, 64, 264}) {
+        for (const std::string st : {"gnnone", "gnnone:cache_size=32,warps=1", "auto"})
+          check_half_spmm_on(G, "long_empty_runs", h, SpmmOp::copy_u, Reduce::sum, F, 0,
+                             DType::f32, st);
+        check_half_spmm_on(G, "long_empty_runs", h, SpmmOp::u_mul_e, Reduce::mean, F, -1,
+                           DType::f32, "gnnone");
+      }
+  }
 #endif
 }
 

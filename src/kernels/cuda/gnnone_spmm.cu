@@ -22,7 +22,8 @@
 // shows the cost: relative error 4e-2 in bfloat16 on R-MAT), so their partials go with float32
 // vector atomics to a scratch row per cut row (a compact slot, listed once per graph and
 // sub-slice length), and a small kernel rounds each scratch row once into the output. Rows
-// without edges are zeroed in the main kernel by the group that holds the next non-zero. On
+// without edges are zeroed in the main kernel by the group that holds the next non-zero (runs
+// of up to kInlineZeroRun rows; the fix-up kernel zeroes longer runs). On
 // R-MAT scale 21 a sixth of the non-empty rows are cut at the default L = 64 (256 non-zeros per
 // warp; scratch ~47 MB at F = 64). Half needs the stage-1 cache and consecutive groups (the
 // ablations stay float32). docs/GPU_NOTES.md has the measurements.
@@ -46,6 +47,11 @@ namespace spgnn::detail {
 namespace {
 
 using gnnone::kUnroll;
+
+// Half: a run of at most this many rows without edges is zeroed inside the main kernel by one
+// thread group (bounded serial work); longer runs (a block of isolated nodes, the rows after
+// the last edge of a bipartite graph) are zeroed by the fix-up kernel, a warp per row.
+constexpr int64_t kInlineZeroRun = 64;
 
 // The message modes (a broadcast edge value is cached in stage 1) and u_op_e's binary op, a
 // run-time switch uniform across the warp: spmm_message.cuh, shared with the row-parallel kernels.
@@ -179,11 +185,12 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads, elem::kIsHalf<T> ? 2 : 1)
     IndexT cur = -1;
     bool first_run = true;
     // Half: the rows without edges are zeroed here, each by the group that holds the first
-    // non-zero after it (rows past the last non-zero: the last group), so the fix-up kernel
-    // sees only the cut rows. `last` is the row of the non-zero before the current run.
+    // non-zero after it (rows past the last non-zero: the last group), runs of up to
+    // kInlineZeroRun rows; cut_rows lists the longer runs for the fix-up kernel. `last` is the
+    // row of the non-zero before the current run.
     IndexT last = elem::kIsHalf<T> ? row_at(a - 1) : IndexT(-1);
     auto zero_between = [&](int64_t from, int64_t to) {  // rows (from, to)
-      if (!lane_ok) return;
+      if (!lane_ok || to - from - 1 > kInlineZeroRun) return;
       float z[V];
       gnnone::zero_vec(z);
       for (int64_t r = from + 1; r < to; ++r) elem::store<V>(p.out + r * p.F + foff, z);
@@ -295,55 +302,70 @@ __global__ void zero_rows_kernel(const IndexT* __restrict__ rowptr, int64_t n, f
   }
 }
 
-// Half outputs: rounds each cut row's float32 scratch row (row fix[i], scratch row i) into the
-// output once. One warp per row, pairs of elements per lane when F is even (rows then start
+// Half outputs: rounds each cut row's float32 scratch row (row fix[i], scratch row i, for
+// i < n_cut) into the output once, and zeroes the rows of the long empty runs (fix[i] for
+// i >= n_cut). One warp per row, pairs of elements per lane when F is even (rows then start
 // 4-byte aligned).
 template <class T>
-__global__ void gnnone_half_fixup_kernel(const int64_t* __restrict__ fix, int64_t n_cut,
-                                         const float* __restrict__ part, T* __restrict__ out,
-                                         int64_t F, bool pairs) {
+__global__ void gnnone_half_fixup_kernel(const int64_t* __restrict__ fix, int64_t n_fix,
+                                         int64_t n_cut, const float* __restrict__ part,
+                                         T* __restrict__ out, int64_t F, bool pairs) {
   const int lane = threadIdx.x & 31;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (i >= n_cut) return;
+  if (i >= n_fix) return;
   T* o = out + fix[i] * F;
-  const float* src = part + i * F;
+  const float* src = i < n_cut ? part + i * F : nullptr;
   if (pairs) {
     for (int64_t f = 2 * lane; f < F; f += 64) {
-      const float2 v = *reinterpret_cast<const float2*>(src + f);
+      const float2 v = src ? *reinterpret_cast<const float2*>(src + f) : make_float2(0.f, 0.f);
       *reinterpret_cast<uint32_t*>(o + f) = elem::pack2<T>(v.x, v.y);
     }
   } else {
-    for (int64_t f = lane; f < F; f += 32) o[f] = elem::from_float<T>(src[f]);
+    for (int64_t f = lane; f < F; f += 32) o[f] = elem::from_float<T>(src ? src[f] : 0.f);
   }
 }
 
-// The rows a half SpMM with sub-slices of L non-zeros cannot store directly: the cut rows (those
-// spanning more than one sub-slice, zero_rows_kernel's test), each with a scratch row. Listed on
-// the host from rowptr once per graph and L, cached with the graph.
+// The rows a half SpMM with sub-slices of L non-zeros does not finish in its main kernel: the
+// cut rows (those spanning more than one sub-slice, zero_rows_kernel's test), each with a
+// scratch row, then the rows of empty runs longer than kInlineZeroRun (the same runs the main
+// kernel measures between consecutive non-empty rows). Listed on the host from rowptr once per
+// graph and L, cached with the graph.
 struct CutRows {
   Tensor slot;  // int32 [n_rows]: scratch row of a cut row, -1 otherwise
-  Tensor rows;  // int64 [n_cut]: the cut rows in slot order
+  Tensor fix;   // int64 [n_fix]: the cut rows in slot order, then the long runs' rows
   int64_t n_cut = 0;
+  int64_t n_fix = 0;
 };
 template <class IndexT>
 std::shared_ptr<const CutRows> cut_rows(const Graph& g, int64_t L) {
   return cached<CutRows>(g, cache_key(g, "gnnone.cut_rows." + std::to_string(L)), [&] {
     const std::vector<IndexT> rp = g.rowptr.to_vector<IndexT>();
     std::vector<int32_t> slot(static_cast<size_t>(g.n_rows), -1);
-    std::vector<int64_t> rows;
+    std::vector<int64_t> fix, long_runs;
+    int64_t prev = -1;  // the last non-empty row before r
+    auto end_run = [&](int64_t r) {  // the empty rows (prev, r)
+      if (r - prev - 1 > kInlineZeroRun)
+        for (int64_t z = prev + 1; z < r; ++z) long_runs.push_back(z);
+    };
     for (int64_t r = 0; r < g.n_rows; ++r) {
       const int64_t b0 = rp[r], b1 = rp[r + 1];
-      if (b0 != b1 && b0 / L != (b1 - 1) / L) {
-        SPGNN_CHECK(rows.size() < 0x7fffffffu, InvalidArgument,
+      if (b0 == b1) continue;
+      end_run(r);
+      prev = r;
+      if (b0 / L != (b1 - 1) / L) {
+        SPGNN_CHECK(fix.size() < 0x7fffffffu, InvalidArgument,
                     "gnnone: too many cut rows for one half-precision scratch");
-        slot[static_cast<size_t>(r)] = static_cast<int32_t>(rows.size());
-        rows.push_back(r);
+        slot[static_cast<size_t>(r)] = static_cast<int32_t>(fix.size());
+        fix.push_back(r);
       }
     }
+    end_run(g.n_rows);
     auto c = new CutRows;
-    c->n_cut = static_cast<int64_t>(rows.size());
+    c->n_cut = static_cast<int64_t>(fix.size());
+    fix.insert(fix.end(), long_runs.begin(), long_runs.end());
+    c->n_fix = static_cast<int64_t>(fix.size());
     if (g.n_rows > 0) c->slot = Tensor::from_vector(slot, {g.n_rows}).to(g.device());
-    if (c->n_cut > 0) c->rows = Tensor::from_vector(rows, {c->n_cut}).to(g.device());
+    if (c->n_fix > 0) c->fix = Tensor::from_vector(fix, {c->n_fix}).to(g.device());
     return c;
   });
 }
@@ -437,7 +459,8 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   std::shared_ptr<const CutRows> cut;
   if constexpr (elem::kIsHalf<T>) {
     // The cut rows' partials go to float32 scratch rows (zeroed here), rounded into the output
-    // by the fix-up kernel after the main one (the main kernel zeroes the empty rows).
+    // by the fix-up kernel after the main one (the main kernel zeroes the short empty runs, the
+    // fix-up kernel the long ones).
     cut = cut_rows<IndexT>(g, L);
     a.slot = cut->slot.template data<int32_t>();
     if (cut->n_cut > 0) {
@@ -466,10 +489,11 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
       case 2: launch_v<IndexT, T, 2>(a, mode, prm.nze_cache, prm.warps, st); break;
       default: launch_v<IndexT, T, 1>(a, mode, prm.nze_cache, prm.warps, st); break;
     }
-    if (cut->n_cut > 0) {
-      const int64_t blocks = (cut->n_cut + 7) / 8;
+    if (cut->n_fix > 0) {
+      const int64_t blocks = (cut->n_fix + 7) / 8;
+      SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "gnnone spmm: too many rows to fix up");
       gnnone_half_fixup_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, st>>>(
-          cut->rows.template data<int64_t>(), cut->n_cut, a.part, a.out, p.F,
+          cut->fix.template data<int64_t>(), cut->n_fix, cut->n_cut, a.part, a.out, p.F,
           p.F % 2 == 0 && gnnone::aligned_to(a.out, 4));
       SPGNN_CUDA_CHECK_LAUNCH();
     }
