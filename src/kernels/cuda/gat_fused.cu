@@ -79,7 +79,7 @@ struct GatArgs {
   int64_t H, F, W;
   int nv;      // vectors per head row (F / V)
   int g_log2;  // log2(thread-group size)
-  int passes;  // passes of 32 vectors when nv > 32
+  int passes;  // passes of G * K vectors (head_lanes)
   float slope;
   float p_drop;
   float scale;
@@ -130,9 +130,10 @@ struct FwdArgs {
   int64_t n_heavy, n_long, n_short;  // order[0, n_heavy) heavy, then long, then short
   int64_t n_seg, seg_len;
   int64_t H, F, W;
+  int nv;       // vectors of V floats per head row
   int g_log2;   // lanes per group
   int hc_log2;  // heads per chunk
-  int subs;     // chunks per head (1 unless a head is wider than 32 vectors)
+  int subs;     // chunks per head (1 unless a head is wider than 32 * K vectors)
   float slope;
   float p_drop;
   float scale;
@@ -151,15 +152,18 @@ struct FwdLane {
   int t, i;
   int64_t h;      // head of (t, i)
   bool hv;        // h < H
-  // features: this lane's V columns
+  // features: this lane's K vectors of V columns, kstride columns apart
   int64_t colg;   // first column in the [*, W] rows
-  bool cv;        // the columns exist
+  int64_t kstride;
+  int nvk;        // how many of the K vectors exist (a prefix)
+  bool cv;        // the first one exists
   int hl;         // their head, relative to the chunk's first head
   bool writer;    // this chunk writes attn (first chunk of its heads)
 };
 
 template <class I>
-__device__ __forceinline__ FwdLane fwd_lane(const FwdArgs<I>& a, int lane, bool warp_team, int V) {
+__device__ __forceinline__ FwdLane fwd_lane(const FwdArgs<I>& a, int lane, bool warp_team, int V,
+                                            int K) {
   FwdLane L;
   const int G = 1 << a.g_log2;
   const int grp = lane >> a.g_log2;
@@ -184,10 +188,21 @@ __device__ __forceinline__ FwdLane fwd_lane(const FwdArgs<I>& a, int lane, bool 
   L.h = h0 + L.i;
   L.hv = L.h < a.H;
   L.writer = sub == 0;
-  const int64_t q = sub * 32 * V + static_cast<int64_t>(lane & (G - 1)) * V;  // from h0 * F
-  L.hl = static_cast<int>(q / a.F);
-  L.cv = L.hl < (1 << a.hc_log2) && h0 + L.hl < a.H;
-  L.colg = h0 * a.F + q;
+  if (K == 1) {
+    const int64_t q = sub * 32 * V + static_cast<int64_t>(lane & (G - 1)) * V;  // from h0 * F
+    L.hl = static_cast<int>(q / a.F);
+    L.cv = L.hl < (1 << a.hc_log2) && h0 + L.hl < a.H;
+    L.colg = h0 * a.F + q;
+    L.kstride = 0;
+    L.nvk = L.cv ? 1 : 0;
+  } else {  // one head per chunk: this lane's vectors are first, first + G, ... (< nv)
+    const int64_t first = sub * G * K + (lane & (G - 1));
+    L.hl = 0;
+    L.nvk = first < a.nv ? static_cast<int>(min(int64_t{K}, (a.nv - first + G - 1) / G)) : 0;
+    L.cv = L.nvk > 0;
+    L.colg = h0 * a.F + first * V;
+    L.kstride = static_cast<int64_t>(G) * V;
+  }
   return L;
 }
 
@@ -205,11 +220,15 @@ __device__ __forceinline__ FwdLane fwd_lane(const FwdArgs<I>& a, int lane, bool 
 // On return: lane (t, i) holds head i's M and total z (reduced over the team); acc holds this
 // lane's V feature sums (over the team's groups), relative to M, not divided by z; s_last is
 // lane (t, i)'s logit in the last batch.
-template <class I, int V, bool kPartial>
+template <class I, int V, int K, bool kPartial>
 __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, int64_t b,
                                         int64_t e, float erv, float& M, float& z, float& s_last,
-                                        float (&acc)[V]) {
-  zero_vec(acc);
+                                        float (&acc)[K][V]) {
+  // Gathers in flight per lane: kUnrollB vectors, fewer when a lane holds K of them (the
+  // registers of K * V floats per gather).
+  constexpr int kUB = K * V > 4 ? 4 : kUnrollB;
+#pragma unroll
+  for (int c = 0; c < K; ++c) zero_vec(acc[c]);
   M = -INFINITY;
   z = 0.f;
   s_last = -INFINITY;
@@ -217,6 +236,15 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, i
   const int step = 1 << (L.tl_log2 - a.hc_log2);  // edges per batch
   const int per_group = step >> L.tg_log2;        // of which each group gathers
   const int wsrc = L.hl & (hc - 1);               // head lane of this lane's feature columns
+  // The K vectors of source u's row that this lane gathers (those that exist).
+  auto gather = [&](float (&x)[K][V], I u, bool ok) {
+    const float* row = a.feat + static_cast<int64_t>(u) * a.W + L.colg;
+#pragma unroll
+    for (int c = 0; c < K; ++c) {
+      if (ok && c < L.nvk) ldg_vec<V>(x[c], row + c * L.kstride);
+      else zero_vec(x[c]);
+    }
+  };
   I u_next = 0;
   if (L.t < e - b) u_next = __ldg(a.col + b + L.t);
   for (int64_t base = b; base < e; base += step) {
@@ -226,17 +254,16 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, i
     if (!last && base + step + L.t < e) u_next = __ldg(a.col + base + step + L.t);
     const bool has = L.t < cnt && L.hv;
     const float el_u = has ? __ldg(a.el + static_cast<int64_t>(u_reg) * a.H + L.h) : 0.f;
-    // First kUnrollB gathers of the batch: in flight while the logits arrive.
-    I u[kUnrollB];
-    float x[kUnrollB][V];
+    // First kUB gathers of the batch: in flight while the logits arrive.
+    I u[kUB];
+    float x[kUB][K][V];
 #pragma unroll
-    for (int k = 0; k < kUnrollB; ++k) {
+    for (int k = 0; k < kUB; ++k) {
       if (k < per_group) {  // the same for the whole team
         const int slot = (k << L.tg_log2) + L.tg;
         const bool ok = slot < cnt;
         u[k] = __shfl_sync(L.mask, u_reg, L.base + ((ok ? slot : 0) << a.hc_log2));
-        if (ok && L.cv) ldg_vec<V>(x[k], a.feat + static_cast<int64_t>(u[k]) * a.W + L.colg);
-        else zero_vec(x[k]);
+        gather(x[k], u[k], ok);
       }
     }
     const float s = has ? attention::leaky(el_u + erv, a.slope) : -INFINITY;
@@ -250,7 +277,9 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, i
       z *= r;
       const float rf = __shfl_sync(L.mask, r, L.base + wsrc);
 #pragma unroll
-      for (int q = 0; q < V; ++q) acc[q] *= rf;
+      for (int c = 0; c < K; ++c)
+#pragma unroll
+        for (int q = 0; q < V; ++q) acc[c][q] *= rf;
     }
     float wd = 0.f;
     if (has) {
@@ -262,40 +291,45 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, i
     }
     if (last) s_last = s;
 #pragma unroll
-    for (int k = 0; k < kUnrollB; ++k) {
+    for (int k = 0; k < kUB; ++k) {
       if (k < per_group) {
         const int slot = (k << L.tg_log2) + L.tg;
         float w = __shfl_sync(L.mask, wd, L.base + (((slot < cnt) ? slot : 0) << a.hc_log2) + wsrc);
         if (slot >= cnt) w = 0.f;
 #pragma unroll
-        for (int q = 0; q < V; ++q) acc[q] = fmaf(w, x[k][q], acc[q]);
+        for (int c = 0; c < K; ++c)
+#pragma unroll
+          for (int q = 0; q < V; ++q) acc[c][q] = fmaf(w, x[k][c][q], acc[c][q]);
       }
     }
-    // Heads wider than kUnrollB edges per group (F > 32 * V / HC ... ): the rest of the batch.
-    for (int s0 = kUnrollB; s0 < per_group; s0 += kUnrollB) {
-      float w2[kUnrollB];
+    // Batches of more than kUB edges per group (narrow heads, few heads per chunk): the rest.
+    for (int s0 = kUB; s0 < per_group; s0 += kUB) {
+      float w2[kUB];
 #pragma unroll
-      for (int k = 0; k < kUnrollB; ++k) {
+      for (int k = 0; k < kUB; ++k) {
         const int slot = ((s0 + k) << L.tg_log2) + L.tg;
         const bool ok = s0 + k < per_group && slot < cnt;
         const int src = L.base + ((ok ? slot : 0) << a.hc_log2);
         u[k] = __shfl_sync(L.mask, u_reg, src);
         w2[k] = __shfl_sync(L.mask, wd, src + wsrc);
         if (!ok) w2[k] = 0.f;
-        if (ok && L.cv) ldg_vec<V>(x[k], a.feat + static_cast<int64_t>(u[k]) * a.W + L.colg);
-        else zero_vec(x[k]);
+        gather(x[k], u[k], ok);
       }
 #pragma unroll
-      for (int k = 0; k < kUnrollB; ++k)
+      for (int k = 0; k < kUB; ++k)
 #pragma unroll
-        for (int q = 0; q < V; ++q) acc[q] = fmaf(w2[k], x[k][q], acc[q]);
+        for (int c = 0; c < K; ++c)
+#pragma unroll
+          for (int q = 0; q < V; ++q) acc[c][q] = fmaf(w2[k], x[k][c][q], acc[c][q]);
     }
   }
   // z over the head's lanes (all at the same M); the groups' sums (same M too).
   for (int off = (1 << L.tl_log2) >> 1; off >= hc; off >>= 1) z += __shfl_xor_sync(L.mask, z, off);
   for (int off = 16; off >= (32 >> L.tg_log2) && L.tg_log2 > 0; off >>= 1)
 #pragma unroll
-    for (int q = 0; q < V; ++q) acc[q] += __shfl_xor_sync(L.mask, acc[q], off);
+    for (int c = 0; c < K; ++c)
+#pragma unroll
+      for (int q = 0; q < V; ++q) acc[c][q] += __shfl_xor_sync(L.mask, acc[c][q], off);
 }
 
 // attn of a whole row walked by fwd_row: exp(s - M) / z, from the stored raw logits of the
@@ -321,7 +355,7 @@ __device__ __forceinline__ void fwd_finish_attn(const FwdArgs<I>& a, const FwdLa
 }
 
 // Long rows (a warp each) then short rows (a group each), in degree order.
-template <class I, int V>
+template <class I, int V, int K>
 __global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<I> a) {
   const int lane = threadIdx.x & 31;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -334,36 +368,44 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<
     if (g >= a.n_short) return;  // a whole group: groups do not shuffle with each other
     idx = a.n_heavy + a.n_long + g;
   }
-  const FwdLane L = fwd_lane(a, lane, warp_team, V);
+  const FwdLane L = fwd_lane(a, lane, warp_team, V, K);
   const int64_t v = static_cast<int64_t>(__ldg(a.order + idx));
   const int64_t b = a.rowptr[v], e = a.rowptr[v + 1];
   const float erv = L.hv ? __ldg(a.er + v * a.H + L.h) : 0.f;
-  float M, z, s_last, acc[V];
-  fwd_row<I, V, false>(a, L, b, e, erv, M, z, s_last, acc);  // empty rows: acc = 0
+  float M, z, s_last, acc[K][V];
+  fwd_row<I, V, K, false>(a, L, b, e, erv, M, z, s_last, acc);  // empty rows: acc = 0
   const float zf = __shfl_sync(L.mask, z, L.base + (L.hl & ((1 << a.hc_log2) - 1)));
-  if (L.tg == 0 && L.cv) {
+  if (L.tg == 0) {
     const float inv = b == e ? 0.f : 1.f / zf;
 #pragma unroll
-    for (int q = 0; q < V; ++q) acc[q] *= inv;
-    st_vec<V>(a.out + v * a.W + L.colg, acc);
+    for (int c = 0; c < K; ++c) {
+      if (c < L.nvk) {
+#pragma unroll
+        for (int q = 0; q < V; ++q) acc[c][q] *= inv;
+        st_vec<V>(a.out + v * a.W + L.colg + c * L.kstride, acc[c]);
+      }
+    }
   }
   fwd_finish_attn(a, L, b, e, M, z, s_last);
 }
 
 // Heavy rows: a warp per segment writes its partial state (raw logits in attn).
-template <class I, int V>
+template <class I, int V, int K>
 __global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_kernel(const FwdArgs<I> a) {
   const int lane = threadIdx.x & 31;
   const int64_t sg = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (sg >= a.n_seg) return;
-  const FwdLane L = fwd_lane(a, lane, true, V);
+  const FwdLane L = fwd_lane(a, lane, true, V, K);
   const int64_t v = a.seg_row[sg];
   const int64_t b = a.seg_begin[sg];
   const int64_t e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
   const float erv = L.hv ? __ldg(a.er + v * a.H + L.h) : 0.f;
-  float M, z, s_last, acc[V];
-  fwd_row<I, V, true>(a, L, b, e, erv, M, z, s_last, acc);
-  if (L.tg == 0 && L.cv) st_vec<V>(a.pacc + sg * a.W + L.colg, acc);
+  float M, z, s_last, acc[K][V];
+  fwd_row<I, V, K, true>(a, L, b, e, erv, M, z, s_last, acc);
+  if (L.tg == 0)
+#pragma unroll
+    for (int c = 0; c < K; ++c)
+      if (c < L.nvk) st_vec<V>(a.pacc + sg * a.W + L.colg + c * L.kstride, acc[c]);
   if (L.writer && L.t == 0 && L.hv) {
     a.pstat[(sg * a.H + L.h) * 2] = M;
     a.pstat[(sg * a.H + L.h) * 2 + 1] = z;
@@ -441,7 +483,7 @@ constexpr int kRows = 0, kSegSums = 1, kSegGrads = 2;
 // A group of G lanes per edge, one edge at a time: batching kUnroll edges per group (their
 // feature loads in flight together) was slower on the H100 at F = 32 (kron21 H = 1 gather 8.3 vs
 // 6.0 ms, Reddit-shaped 12.2 vs 10.0 ms): the registers it takes cost more warps than it hides.
-template <class I, int V, bool kAtomic>
+template <class I, int V, int K, bool kAtomic>
 __device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int64_t v,
                                               int64_t b, int64_t e, int lane) {
   const int G = 1 << a.g_log2, NG = 32 >> a.g_log2;
@@ -455,17 +497,19 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int
       for (int64_t j = b + grp; j < e; j += NG) {
         const int64_t u = __ldg(a.col + j);
         float d = 0.f;
-        for (int pass = 0; pass < a.passes; ++pass) {
-          const int vi = pass * G + gl;
-          if (vi < a.nv) {
-            const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
-            float x[V], y[V];
-            ldg_vec<V>(x, a.feat + u * a.W + foff);
-            ldg_vec<V>(y, gv + foff);
+        for (int pass = 0; pass < a.passes; ++pass)
 #pragma unroll
-            for (int q = 0; q < V; ++q) d = fmaf(x[q], y[q], d);
+          for (int c = 0; c < K; ++c) {
+            const int vi = (pass * K + c) * G + gl;
+            if (vi < a.nv) {
+              const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
+              float x[V], y[V];
+              ldg_vec<V>(x, a.feat + u * a.W + foff);
+              ldg_vec<V>(y, gv + foff);
+#pragma unroll
+              for (int q = 0; q < V; ++q) d = fmaf(x[q], y[q], d);
+            }
           }
-        }
         for (int off = G >> 1; off; off >>= 1) d += __shfl_xor_sync(gmask, d, off);
         const float mask = drop_factor(a, j, h);
         d *= mask;
@@ -475,17 +519,19 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int
         if constexpr (kAtomic) {
           const float w = aj * mask;
           if (w != 0.f)
-            for (int pass = 0; pass < a.passes; ++pass) {
-              const int vi = pass * G + gl;
-              if (vi < a.nv) {
-                const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
-                float y[V];
-                ldg_vec<V>(y, gv + foff);
+            for (int pass = 0; pass < a.passes; ++pass)
 #pragma unroll
-                for (int q = 0; q < V; ++q) y[q] *= w;
-                gnnone::atomic_add_vec<V>(a.grad_feat + u * a.W + foff, y);
+              for (int c = 0; c < K; ++c) {
+                const int vi = (pass * K + c) * G + gl;
+                if (vi < a.nv) {
+                  const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
+                  float y[V];
+                  ldg_vec<V>(y, gv + foff);
+#pragma unroll
+                  for (int q = 0; q < V; ++q) y[q] *= w;
+                  gnnone::atomic_add_vec<V>(a.grad_feat + u * a.W + foff, y);
+                }
               }
-            }
         }
       }
       // Every lane of a group holds the group's t; summing across groups counts each edge once.
@@ -518,7 +564,7 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int
 
 // Backward kernel 1 (destination side, see above). kAtomic also scatters grad_feat and grad_el
 // (which the launcher zeroed first).
-template <class I, int V, bool kAtomic>
+template <class I, int V, int K, bool kAtomic>
 __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_rows_kernel(const GatArgs<I> a,
                                                                            int part) {
   const int lane = threadIdx.x & 31;
@@ -539,13 +585,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_rows_kernel(const
     b = a.seg_begin[w];
     e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
   }
-  bwd_dst_range<I, V, kAtomic>(a, part, v, b, e, lane);
+  bwd_dst_range<I, V, K, kAtomic>(a, part, v, b, e, lane);
 }
 
 // Backward kernel 2 (per source u, over the transposed graph): gathers grad_el and grad_feat.
 // Here rowptr/col are the transpose's and col[t] is the destination v of edge perm[t]. `split`:
 // a warp per heavy segment of the transpose, adding into the zeros its row's warp wrote.
-template <class I, int V>
+template <class I, int V, int K>
 __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(const GatArgs<I> a,
                                                                               bool split) {
   const int lane = threadIdx.x & 31;
@@ -571,58 +617,80 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
   }
   const int G = 1 << a.g_log2, NG = 32 >> a.g_log2;
   const int grp = lane >> a.g_log2, gl = lane & (G - 1);
+  // Edges in flight per group: kUnroll, fewer when a lane holds K vectors.
+  constexpr int kU = K * V > 4 ? 2 : kUnroll;
   for (int64_t h = 0; h < a.H; ++h) {
     // grad_el's sum of d_z rides in the first feature pass: each group adds the d_z of its
     // edges (every lane of a group the same), instead of a separate walk over the edges
     // (H100, F = 32, H = 1: kron21 6.13 -> 5.99 ms, Reddit-shaped 10.79 -> 10.02 ms).
     float s = 0.f;
     for (int pass = 0; pass < a.passes; ++pass) {
-      const int vi = pass * G + gl;
-      const bool ok = vi < a.nv;
+      // This lane's K vectors of the pass: vi(c) = (pass * K + c) * G + gl, those below nv.
+      const int vi0 = pass * K * G + gl;
+      const int nvk = vi0 < a.nv ? min(K, (a.nv - vi0 + G - 1) / G) : 0;
       const bool first = pass == 0;
-      const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
-      float acc[V];
-      zero_vec(acc);
-      int64_t t = b + grp;
-      for (; t + (kUnroll - 1) * NG < e; t += kUnroll * NG) {
-        int64_t j[kUnroll], dst[kUnroll];
-        float y[kUnroll][V], wt[kUnroll], dzv[kUnroll];
+      const int64_t foff = h * a.F + static_cast<int64_t>(vi0) * V;
+      const int64_t kstride = static_cast<int64_t>(G) * V;
+      auto gather = [&](float (&y)[K][V], int64_t dst) {
+        const float* row = a.grad_out + dst * a.W + foff;
 #pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
+        for (int c = 0; c < K; ++c) {
+          if (c < nvk) ldg_vec<V>(y[c], row + c * kstride);
+          else zero_vec(y[c]);
+        }
+      };
+      float acc[K][V];
+#pragma unroll
+      for (int c = 0; c < K; ++c) zero_vec(acc[c]);
+      int64_t t = b + grp;
+      for (; t + (kU - 1) * NG < e; t += kU * NG) {
+        int64_t j[kU], dst[kU];
+        float y[kU][K][V], wt[kU], dzv[kU];
+#pragma unroll
+        for (int k = 0; k < kU; ++k) {
           j[k] = __ldg(a.perm + t + k * NG);
           dst[k] = __ldg(a.col + t + k * NG);
         }
 #pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
-          if (ok) ldg_vec<V>(y[k], a.grad_out + dst[k] * a.W + foff);
-          else zero_vec(y[k]);
+        for (int k = 0; k < kU; ++k) {
+          gather(y[k], dst[k]);
           wt[k] = __ldg(a.attn_in + j[k] * a.H + h) * drop_factor(a, j[k], h);
           dzv[k] = first ? __ldg(a.dz + j[k] * a.H + h) : 0.f;
         }
 #pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
+        for (int k = 0; k < kU; ++k) {
           s += dzv[k];
 #pragma unroll
-          for (int q = 0; q < V; ++q) acc[q] = fmaf(wt[k], y[k][q], acc[q]);
+          for (int c = 0; c < K; ++c)
+#pragma unroll
+            for (int q = 0; q < V; ++q) acc[c][q] = fmaf(wt[k], y[k][c][q], acc[c][q]);
         }
       }
       for (; t < e; t += NG) {
         const int64_t j = __ldg(a.perm + t), dst = __ldg(a.col + t);
-        float y[V];
-        if (ok) ldg_vec<V>(y, a.grad_out + dst * a.W + foff);
-        else zero_vec(y);
+        float y[K][V];
+        gather(y, dst);
         const float wt = __ldg(a.attn_in + j * a.H + h) * drop_factor(a, j, h);
         if (first) s += __ldg(a.dz + j * a.H + h);
 #pragma unroll
-        for (int q = 0; q < V; ++q) acc[q] = fmaf(wt, y[q], acc[q]);
+        for (int c = 0; c < K; ++c)
+#pragma unroll
+          for (int q = 0; q < V; ++q) acc[c][q] = fmaf(wt, y[c][q], acc[c][q]);
       }
 #pragma unroll
-      for (int q = 0; q < V; ++q)
-        for (int off = 16; off >= G; off >>= 1) acc[q] += __shfl_xor_sync(kFullMask, acc[q], off);
-      if (grp == 0 && ok) {
-        if (split) gnnone::atomic_add_vec<V>(gfu + foff, acc);
-        else st_vec<V>(gfu + foff, acc);
-      }
+      for (int c = 0; c < K; ++c)
+#pragma unroll
+        for (int q = 0; q < V; ++q)
+          for (int off = 16; off >= G; off >>= 1)
+            acc[c][q] += __shfl_xor_sync(kFullMask, acc[c][q], off);
+      if (grp == 0)
+#pragma unroll
+        for (int c = 0; c < K; ++c) {
+          if (c < nvk) {
+            if (split) gnnone::atomic_add_vec<V>(gfu + foff + c * kstride, acc[c]);
+            else st_vec<V>(gfu + foff + c * kstride, acc[c]);
+          }
+        }
     }
     // The groups' sums (each group's lanes agree) add to the row's.
     for (int off = 16; off >= G; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
@@ -765,7 +833,7 @@ std::shared_ptr<Segments> bwd_segments(const Graph& g, int64_t heavy_deg) {
 
 // Column chunks of the forward pass (see "forward" above).
 struct FwdGeometry {
-  int V = 1, g_log2 = 0, hc_log2 = 0, subs = 1;
+  int V = 1, K = 1, g_log2 = 0, hc_log2 = 0, subs = 1;
   int64_t chunks = 1;
 };
 
@@ -777,6 +845,27 @@ int pow2_floor(int64_t x) {
 int log2_of(int64_t p) {
   int l = 0;
   while ((int64_t{1} << l) < p) ++l;
+  return l;
+}
+
+// The lanes of a head row of nv vectors (forward and backward alike). Up to 32 vectors: one a
+// lane (K = 1), G = the power of two >= nv. Wider heads: K = 8 / V vectors a lane (8 floats),
+// G lanes, G * K vectors a pass (forward: a column chunk), passes as needed. Before, a wide
+// head took one vector a lane in passes of 32 lanes, so a warp walked one edge at a time and
+// re-walked the row per pass: a GAT output layer of 41 classes (scalar loads, 2 passes of 32)
+// took 72 of the 105 ms of a 5-layer backward on the Reddit-shaped graph (H100).
+struct HeadLanes {
+  int K = 1, g_log2 = 0, passes = 1;
+};
+HeadLanes head_lanes(int64_t nv, int V) {
+  HeadLanes l;
+  if (nv <= 32) {
+    l.g_log2 = log2_of(nv);
+    return l;
+  }
+  l.K = 8 / V;
+  l.g_log2 = std::min(5, log2_of(ceil_div<int64_t>(nv, l.K)));
+  l.passes = static_cast<int>(ceil_div<int64_t>(nv, int64_t{l.K} << l.g_log2));
   return l;
 }
 
@@ -797,16 +886,18 @@ int forced_heads_per_chunk() {
 // columns within L2 (gnnone's rule, 60% of L2) was the first default and lost on the H100 at
 // H = 4, F = 32: Reddit-shaped 19.9 / 15.0 / 14.0 ms and R-MAT 21 9.0 / 7.3 / 6.5 ms with 1 / 2 / 4
 // heads per chunk (docs/GAT_NOTES.md): a chunk re-reads col and el and recomputes the logits,
-// and the row's latency chain is paid once per chunk. Wider heads: chunks of 32 vectors of one
-// head.
+// and the row's latency chain is paid once per chunk. Wider heads (head_lanes): one head a
+// chunk, K vectors a lane, chunks of G * K vectors.
 FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
   FwdGeometry geo;
   const void* ptrs[2] = {p.feat->data<float>(), p.out->data<float>()};
   geo.V = gnnone::make_geometry(p.F, true, ptrs, 2).V;
   const int64_t lanes_per_head = p.F / geo.V;
   if (lanes_per_head > 32) {
-    geo.g_log2 = 5;
-    geo.subs = static_cast<int>(ceil_div<int64_t>(lanes_per_head, 32));
+    const HeadLanes l = head_lanes(lanes_per_head, geo.V);
+    geo.K = l.K;
+    geo.g_log2 = l.g_log2;
+    geo.subs = l.passes;
     geo.chunks = p.H * geo.subs;
   } else {
     const int max_hc = std::min<int64_t>(
@@ -822,14 +913,14 @@ FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
   return geo;
 }
 
-template <class I, int V>
+template <class I, int V, int K>
 void forward_v(const FwdArgs<I>& a0, const FwdSchedule& s, int64_t chunks, int warps,
                cudaStream_t st) {
   FwdArgs<I> a = a0;
   const int64_t team_warps = s.n_long + ceil_div<int64_t>(s.n_short, int64_t{32} >> a.g_log2);
   if (team_warps > 0) {
     const dim3 grid(blocks_for(team_warps, warps), static_cast<unsigned>(chunks));
-    gat_rows_kernel<I, V><<<grid, warps * 32, 0, st>>>(a);
+    gat_rows_kernel<I, V, K><<<grid, warps * 32, 0, st>>>(a);
     SPGNN_CUDA_CHECK_LAUNCH();
   }
   if (s.n_heavy == 0) return;
@@ -838,7 +929,7 @@ void forward_v(const FwdArgs<I>& a0, const FwdSchedule& s, int64_t chunks, int w
   a.pacc = part.get();
   a.pstat = part.get() + s.n_seg * a.W;
   const dim3 grid(blocks_for(s.n_seg, warps), static_cast<unsigned>(chunks));
-  gat_segment_kernel<I, V><<<grid, warps * 32, 0, st>>>(a);
+  gat_segment_kernel<I, V, K><<<grid, warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
   gat_merge_kernel<I><<<blocks_for(s.n_heavy, warps), warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
@@ -874,6 +965,7 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
   a.H = p.H;
   a.F = p.F;
   a.W = p.H * p.F;
+  a.nv = static_cast<int>(p.F / geo.V);
   a.g_log2 = geo.g_log2;
   a.hc_log2 = geo.hc_log2;
   a.subs = geo.subs;
@@ -882,10 +974,11 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
   a.p_drop = p.dropout;
   a.scale = p.dropout_scale;
   a.seed = p.seed;
+  const bool k1 = geo.K == 1;  // else K = 8 / V
   switch (geo.V) {
-    case 4: forward_v<I, 4>(a, *s, geo.chunks, warps, st); break;
-    case 2: forward_v<I, 2>(a, *s, geo.chunks, warps, st); break;
-    default: forward_v<I, 1>(a, *s, geo.chunks, warps, st); break;
+    case 4: (k1 ? forward_v<I, 4, 1> : forward_v<I, 4, 2>)(a, *s, geo.chunks, warps, st); break;
+    case 2: (k1 ? forward_v<I, 2, 1> : forward_v<I, 2, 4>)(a, *s, geo.chunks, warps, st); break;
+    default: (k1 ? forward_v<I, 1, 1> : forward_v<I, 1, 8>)(a, *s, geo.chunks, warps, st); break;
   }
 }
 
@@ -897,13 +990,13 @@ void set_segments(GatArgs<I>& a, const Segments& s) {
   a.seg_begin = s.n_heavy ? s.seg_begin.data<int64_t>() : nullptr;
 }
 
-template <class I, int V>
+template <class I, int V, int K>
 void backward_v(GatArgs<I> a, const GatProblem& p, int warps, bool atomic, int64_t heavy_deg,
                 cudaStream_t st) {
   const std::shared_ptr<Segments> s = bwd_segments<I>(*p.g, heavy_deg);
   set_segments(a, *s);
   auto kernel =
-      atomic ? gat_backward_rows_kernel<I, V, true> : gat_backward_rows_kernel<I, V, false>;
+      atomic ? gat_backward_rows_kernel<I, V, K, true> : gat_backward_rows_kernel<I, V, K, false>;
   kernel<<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, kRows);
   SPGNN_CUDA_CHECK_LAUNCH();
   if (s->n_heavy) {
@@ -922,10 +1015,10 @@ void backward_v(GatArgs<I> a, const GatProblem& p, int warps, bool atomic, int64
   a.col = gt.col.data<I>();
   a.perm = p.perm->data<int64_t>();
   a.n = gt.n_rows;
-  gat_backward_sources_kernel<I, V><<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, false);
+  gat_backward_sources_kernel<I, V, K><<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, false);
   SPGNN_CUDA_CHECK_LAUNCH();
   if (st_t->n_heavy) {
-    gat_backward_sources_kernel<I, V><<<blocks_for(st_t->n_seg, warps), warps * 32, 0, st>>>(
+    gat_backward_sources_kernel<I, V, K><<<blocks_for(st_t->n_seg, warps), warps * 32, 0, st>>>(
         a, true);
     SPGNN_CUDA_CHECK_LAUNCH();
   }
@@ -946,10 +1039,14 @@ void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, fl
   a.dz = dz;
   a.tbuf = dz + p.g->nnz() * p.H;
   a.heavy_deg = heavy_deg;
+  const HeadLanes l = head_lanes(geo.nv, geo.V);
+  a.g_log2 = l.g_log2;
+  a.passes = l.passes;
+  const bool k1 = l.K == 1;  // else K = 8 / V
   switch (geo.V) {
-    case 4: backward_v<I, 4>(a, p, warps, atomic, heavy_deg, st); break;
-    case 2: backward_v<I, 2>(a, p, warps, atomic, heavy_deg, st); break;
-    default: backward_v<I, 1>(a, p, warps, atomic, heavy_deg, st); break;
+    case 4: (k1 ? backward_v<I, 4, 1> : backward_v<I, 4, 2>)(a, p, warps, atomic, heavy_deg, st); break;
+    case 2: (k1 ? backward_v<I, 2, 1> : backward_v<I, 2, 4>)(a, p, warps, atomic, heavy_deg, st); break;
+    default: (k1 ? backward_v<I, 1, 1> : backward_v<I, 1, 8>)(a, p, warps, atomic, heavy_deg, st); break;
   }
 }
 
