@@ -16,10 +16,11 @@
 // Backward (attn saved by the forward pass):
 //   kernel 1, warp per destination v, per head: groups compute d_a_e = grad_out[v,h]·feat[u,h]
 //     (times the dropout factor) and t = sum_row a_e d_a_e; then lanes over edges compute
-//     d_z_e = a_e (d_a_e - t) * leaky_relu'(z_e), store it per edge and sum it into grad_er[v,h];
+//     d_z_e = a_e (d_a_e - t) * leaky_relu'(z_e), store it per edge (paired with a_e' = a_e times
+//     its dropout factor) and sum it into grad_er[v,h];
 //   kernel 2, warp per source u over the transposed graph (built once per graph structure by the
 //     front door and cached): grad_el[u,h] = sum d_z and grad_feat[u,h] = sum a_e' grad_out[v,h]
-//     over u's out-edges, read through the transpose's edge permutation.
+//     over u's out-edges, each pair read with one load through the transpose's edge permutation.
 //   Rows (of either side) with more than heavy_deg edges are cut into segments, a warp each,
 //     whose sums are added with atomics (the "backward" section below); every other row's
 //     result is stored by one warp and does not depend on scheduling.
