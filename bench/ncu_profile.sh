@@ -5,6 +5,7 @@
 # (--clock-control none, as the device notes ask), collecting a few metrics per kernel; then
 # bench/ncu_summary.py prints one table.
 #   SPGNN=build/spgnn  OUT_DIR=${OUT:-build}/ncu  GRAPHS_DIR=/tmp/spgnn-graphs  CASES="..."
+#   DTYPE=f32 (or f16, bf16: the operands' dtype)
 # A case is kernel:graph:F[:strategy] with graph a suite name of bench/common.sh (or a path/spec).
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -44,12 +45,12 @@ for c in $CASES; do
   IFS=: read -r kernel g F strat <<<"$c"
   strat=${strat:-gnnone}
   file=$(suite_graph "$g") || file="$(suite_spec "$g")"
-  tag="$kernel-$g-$F-$strat"
+  tag="$kernel-$g-$F-${strat//[:=,]/_}-${DTYPE:-f32}"
   [ -e "$file" ] || { echo "SKIPPED $c: $file not found"; continue; }
   echo "== ncu $kernel $g F=$F ($strat vs cusparse)"
   "$NCU" --clock-control none --csv --metrics "$mlist" --launch-count 40 \
     --log-file "$OUT_DIR/$tag.csv" \
-    "$SPGNN" bench "$kernel" --graph "$file" --name "$g" --dim "$F" --strategy "$strat" \
+    "$SPGNN" bench "$kernel" --graph "$file" --name "$g" --dim "$F" --strategy "$strat" --dtype "${DTYPE:-f32}" \
     --warmup 0 --reps 1 --no-check --format json > "$OUT_DIR/$tag.out" 2> "$OUT_DIR/$tag.err" \
     || { status=1; tail -5 "$OUT_DIR/$tag.err"; }
 done

@@ -249,6 +249,16 @@ TEST_F(Tune, CudaValidityRulesMirrorTheLaunchers) {
   EXPECT_EQ(shs(16, 64), "");
   EXPECT_NE(shs(32, 64).find("idle"), std::string::npos);
   EXPECT_NE(shs(4, 4).find("idle"), std::string::npos);  // F = 4 is one float4 per edge
+  // Halves: vectors of 8; from 8 slots on, up to four a lane and at least 4 lanes.
+  auto half = [&](int64_t lanes, int64_t F) {
+    return detail::validate_shuffle(sh, Schedule{"shuffle", {{"lanes", lanes}}}, F, true);
+  };
+  EXPECT_EQ(half(4, 64).rfind("same as lanes=0", 0), 0u);   // 8 slots: 4 lanes
+  EXPECT_EQ(half(4, 128).rfind("same as lanes=0", 0), 0u);  // 16 slots: 4 lanes
+  EXPECT_EQ(half(8, 256).rfind("same as lanes=0", 0), 0u);  // 32 slots: 8 lanes
+  EXPECT_EQ(half(16, 256), "");
+  EXPECT_EQ(half(2, 32).rfind("same as lanes=0", 0), 0u);   // 4 slots: the float32 rule, 2 lanes
+  EXPECT_EQ(half(16, 36).rfind("same as lanes=0", 0), 0u);  // 18 pairs: the float32 rule
 }
 
 // The CBSR products' GPU parameters (MaxK-GNN's SpGEMM and SSpMM; issue 14): the rules find the

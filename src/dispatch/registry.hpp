@@ -117,7 +117,8 @@ std::string validate_rowtile(const StrategyInfo& info, const Schedule& s, DType 
 std::string validate_warp_vertex(const StrategyInfo& info, const Schedule& s);
 std::string validate_mergepath(const StrategyInfo& info, const Schedule& s, int64_t n_rows,
                                int64_t nnz, int64_t F);
-std::string validate_shuffle(const StrategyInfo& info, const Schedule& s, int64_t F);
+std::string validate_shuffle(const StrategyInfo& info, const Schedule& s, int64_t F,
+                             bool half = false);
 // The CBSR GPU kernel (cbsr_spgemm.cu, cbsr_sspmm.cu; cbsr_shape.hpp): a combination is left out
 // when changing one explicitly set parameter to an earlier legal value launches the same kernel
 // in the same shape (the launchers clamp warps to the shared memory, cap vec by k, and ignore

@@ -8,7 +8,8 @@
 // shared memory; element-wise ops (add, sub, mul, div, copy_lhs, copy_rhs) store their vectors
 // directly. lanes=0 picks L adaptively: the smallest power of two giving each lane at most two
 // vectors (G-Sparse's Table IV: 32 lanes is not always best — narrow rows waste lanes and
-// shuffle rounds, so small F gets small L and more edges per warp).
+// shuffle rounds, so small F gets small L and more edges per warp); 16-byte half vectors take up
+// to four a lane (kernels/shuffle_shape.hpp says why).
 // The loop over a warp's edge steps has the same trip count on every lane (edges past the end
 // are masked), so the full-warp shuffles stay converged.
 // Operands may be float32, float16 or bfloat16 (elem.cuh: 16-byte loads, float32 arithmetic, one
@@ -24,6 +25,7 @@
 #include "kernels/cuda/elem.cuh"
 #include "kernels/cuda/gnnone_common.cuh"
 #include "kernels/cuda/spmm_message.cuh"
+#include "kernels/shuffle_shape.hpp"
 
 namespace spgnn::detail {
 
@@ -161,7 +163,8 @@ void run(const SddmmProblem& p, const Schedule& s, cudaStream_t st) {
   SPGNN_CHECK(p.F / V <= (int64_t{1} << 26), InvalidArgument, "shuffle: feature width ", p.F,
               " is too large");
   a.nv = static_cast<int>(p.F / V);
-  a.lanes_log2 = lanes ? log2_ceil(lanes) : std::clamp(log2_ceil((a.nv + 1) / 2), 1, 5);
+  a.lanes_log2 =
+      lanes ? log2_ceil(lanes) : shuffle::adaptive_lanes_log2(a.nv, elem::kIsHalf<T> && V == 8);
   if constexpr (elem::kIsHalf<T>) {
     switch (V) {
       case 8: launch<IndexT, T, 8>(a, dot, st); break;
