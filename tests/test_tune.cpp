@@ -239,7 +239,8 @@ TEST_F(Tune, CudaValidityRulesMirrorTheLaunchers) {
   EXPECT_EQ(mps(128, 1 << 20, 1 << 26, 128), "");  // a large graph keeps every cost
 
   const StrategyInfo sh = info_of("shuffle", {{"lanes", {0, 2, 4, 8, 16, 32}, 0, ""},
-                                              {"edges_per_block", {32, 64, 128, 256, 512, 1024}, 256, ""}});
+                                              {"edges_per_block", {32, 64, 128, 256, 512, 1024}, 256, ""},
+                                              {"blocked", {0, 1}, 0, ""}});
   auto shs = [&](int64_t lanes, int64_t F) {
     return detail::validate_shuffle(sh, Schedule{"shuffle", {{"lanes", lanes}}}, F);
   };
@@ -259,6 +260,14 @@ TEST_F(Tune, CudaValidityRulesMirrorTheLaunchers) {
   EXPECT_EQ(half(16, 256), "");
   EXPECT_EQ(half(2, 32).rfind("same as lanes=0", 0), 0u);   // 4 slots: the float32 rule, 2 lanes
   EXPECT_EQ(half(16, 36).rfind("same as lanes=0", 0), 0u);  // 18 pairs: the float32 rule
+  // blocked needs more than one vector a lane
+  auto blocked = [&](int64_t lanes, int64_t F) {
+    return detail::validate_shuffle(sh, Schedule{"shuffle", {{"lanes", lanes}, {"blocked", 1}}}, F,
+                                    true);
+  };
+  EXPECT_EQ(blocked(0, 128), "");
+  EXPECT_EQ(blocked(0, 16).rfind("same as blocked=0", 0), 0u);   // 2 slots, 2 lanes
+  EXPECT_EQ(blocked(16, 128).rfind("same as blocked=0", 0), 0u); // 16 slots, 16 lanes
 }
 
 // The CBSR products' GPU parameters (MaxK-GNN's SpGEMM and SSpMM; issue 14): the rules find the

@@ -69,7 +69,10 @@ std::string mergepath_valid(const SpmmProblem& p, const Schedule& s) {
                             p.F);
 }
 std::string shuffle_valid(const SddmmProblem& p, const Schedule& s) {
-  return validate_shuffle(find_strategy(OpKind::sddmm, "shuffle"), s, p.F, is_half(p.dtype));
+  const StrategyInfo& info = find_strategy(OpKind::sddmm, "shuffle");
+  if (p.op != SddmmOp::dot && value_or_default(info, s, "blocked") == 1)
+    return "same as blocked=0 (blocked changes dot only)";
+  return validate_shuffle(info, s, p.F, is_half(p.dtype));
 }
 std::string cbsr_valid(const CbsrProblem& p, const Schedule& s) {
   const auto st = degree_stats(*p.g);
@@ -176,7 +179,10 @@ std::vector<SddmmEntry> make_sddmm_registry() {
                 "G-Sparse edge-parallel SDDMM: edges per block, L lanes per edge, dot reduced "
                 "by log2(L) warp shuffles",
                 {{"lanes", {0, 2, 4, 8, 16, 32}, 0, "lanes per edge; 0 = adaptive to F"},
-                 {"edges_per_block", {32, 64, 128, 256, 512, 1024}, 256, "edges per block"}}},
+                 {"edges_per_block", {32, 64, 128, 256, 512, 1024}, 256, "edges per block"},
+                 {"blocked", {0, 1}, 0,
+                  "dot: 1 = each lane reads consecutive vectors (its i-th loads, across the "
+                  "lanes, are spread over the row), 0 = every lane's i-th vectors adjacent"}}},
                &shuffle_sddmm_supports, &shuffle_sddmm, &shuffle_valid});
 #endif
   return r;
@@ -348,8 +354,16 @@ Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F, DType dtype) {
 // Half SDDMM: shuffle with 1024 edges per block, 1.01-1.07x faster than 256 on every case
 // measured (H200, float16, F = 64 / 128 / 256: the Reddit shape 3.22 / 6.72 / 13.98 ms against
 // 3.45 / 6.94 / 14.14, R-MAT scale 21 1.01 / 1.88 / 3.67 against 1.07 / 1.93 / 3.70).
+// From 72 to 128 half features (4 lanes per edge, 3-4 vectors a lane) each lane also reads
+// consecutive vectors (`blocked`): H200, bfloat16, F = 128: the Reddit shape 5.85 against 6.26 ms,
+// R-MAT scale 21 1.69 against 1.98, the products shape 5.84 against 6.34; at F = 64 and 256 it
+// lost (3.70 against 3.41, 14.80 against 12.42 on the Reddit shape).
 Schedule gpu_sddmm_choice(const DegreeStats& st, const SddmmProblem& p) {
-  if (is_half(p.dtype)) return Schedule{"shuffle", {{"edges_per_block", 1024}}};
+  if (is_half(p.dtype)) {
+    Schedule s{"shuffle", {{"edges_per_block", 1024}}};
+    if (p.op == SddmmOp::dot && p.F % 8 == 0 && p.F > 64 && p.F <= 128) s.params["blocked"] = 1;
+    return s;
+  }
   if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};
   if (regular_dense_rows(st) && p.F <= 32) return Schedule{"cusparse", {}};
   return Schedule{"gnnone", {}};
@@ -577,10 +591,12 @@ std::string validate_mergepath(const StrategyInfo& info, const Schedule& s, int6
 std::string validate_shuffle(const StrategyInfo& info, const Schedule& s, int64_t F, bool half) {
   if (F <= 0) return "";
   const int64_t lanes = value_or_default(info, s, "lanes");
-  if (lanes == 0) return "";
   const int64_t V = half ? (F % 8 == 0 ? 8 : F % 2 == 0 ? 2 : 1) : vector_width(F);
   const int64_t nv = F / V;
   const int64_t adaptive = int64_t{1} << shuffle::adaptive_lanes_log2(nv, half && V == 8);
+  if (value_or_default(info, s, "blocked") == 1 && nv <= (lanes ? lanes : adaptive))
+    return "same as blocked=0 (one vector a lane)";
+  if (lanes == 0) return "";
   if (lanes == adaptive) return "same as lanes=0 (adaptive picks " + std::to_string(lanes) + ")";
   const int64_t useful = std::max<int64_t>(2, int64_t{1} << log2_ceil(nv));
   if (lanes > useful)

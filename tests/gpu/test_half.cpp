@@ -110,7 +110,7 @@ void check_half_sddmm(DType h, GraphKind kind, DType idx, SddmmOp op, Target lt,
   Tensor out = Tensor::empty({G.host.nnz(), width}, h, Device::cuda());
   out.fill_(NAN);
   OpOptions o;
-  o.schedule = sched(strategy);
+  o.schedule = parse_schedule(strategy);
   gsddmm(G.dev, op, l.defined() ? l.to(Device::cuda()) : l, r.defined() ? r.to(Device::cuda()) : r,
          out, lt, rt, o);
   ASSERT_EQ(out.dtype(), h);
@@ -236,11 +236,17 @@ TEST(HalfGpu, GsddmmEveryGraphWidthAndOp) {
   const std::vector<SddmmOp> ops = {SddmmOp::dot, SddmmOp::add, SddmmOp::sub, SddmmOp::mul,
                                     SddmmOp::div, SddmmOp::copy_lhs, SddmmOp::copy_rhs};
   for (DType h : {DType::f16, DType::bf16})
-    for (const std::string st : {"shuffle", "auto"})
+    for (const std::string st : {"shuffle", "auto", "shuffle:blocked=1"})
       for (GraphKind k : kinds())
         for (DType idx : kIndex)
           for (int64_t F : widths()) {
             check_half_sddmm(h, k, idx, SddmmOp::dot, Target::u, Target::v, F, st);
+            if (st == "shuffle:blocked=1") {  // blocked changes only dot: every lane width
+              check_half_sddmm(h, k, idx, SddmmOp::dot, Target::e, Target::u, F, st);
+              check_half_sddmm(h, k, idx, SddmmOp::dot, Target::v, Target::u, F + 24,
+                               "shuffle:blocked=1,lanes=2");
+              continue;
+            }
             check_half_sddmm(h, k, idx, SddmmOp::mul, Target::u, Target::e, F, st);
             if (F <= 33 || quick())
               for (SddmmOp op : ops) check_half_sddmm(h, k, idx, op, Target::v, Target::u, F, st);

@@ -49,6 +49,7 @@ struct ShArgs {
   int64_t edges_per_block;
   int nv;
   int lanes_log2;
+  int blocked;
   int lhs_kind, rhs_kind;
   int op;  // SddmmOp
 };
@@ -95,7 +96,12 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32)
     if constexpr (kDot) {
       float sum = 0.f;
       if (active) {
-        for (int j = gl; j < p.nv; j += L) {
+        // blocked: lane gl takes vectors gl * per .. gl * per + per - 1, so the lanes' i-th
+        // loads are per vectors apart and touch every sector of the edge's row at once
+        const int per = p.blocked ? (p.nv + L - 1) / L : 1;
+        const int j0 = p.blocked ? gl * per : gl, dj = p.blocked ? 1 : L;
+        const int j1 = p.blocked ? min(p.nv, j0 + per) : p.nv;
+        for (int j = j0; j < j1; j += dj) {
           float a[V], c[V];
           elem::load<V>(a, lrow + static_cast<int64_t>(j) * V);
           elem::load<V>(c, rrow + static_cast<int64_t>(j) * V);
@@ -153,6 +159,7 @@ void run(const SddmmProblem& p, const Schedule& s, cudaStream_t st) {
   a.nnz = g.nnz();
   a.F = p.F;
   a.edges_per_block = epb;
+  a.blocked = static_cast<int>(param_or_default(OpKind::sddmm, "shuffle", s, "blocked"));
   a.lhs_kind = kind_of(p.lhs_target);
   a.rhs_kind = kind_of(p.rhs_target);
   a.op = static_cast<int>(p.op);
