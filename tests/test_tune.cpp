@@ -862,6 +862,61 @@ TEST_F(Tune, TuneSpmmOnTheCpuStoresResultAndMeasurements) {
   EXPECT_THROW(parse_tune_mode("annealing"), InvalidArgument);
 }
 
+// Half features (issue 12: "the tuner keys on the dtype"): each dtype has its own entry, float32
+// keys keep their form, no cost model ranks a half problem and no half timing trains one.
+TEST_F(Tune, HalfDtypesHaveTheirOwnEntriesAndTrainNoModel) {
+  const Graph g = rmat_graph(9, 4, seed_for(41));
+  TuneOptions o;
+  o.cache_path = dir_.string();
+  o.reps = 2;
+  o.mode = TuneMode::random;
+  const std::string file = tune::resolve_cache_file(o.cache_path);
+  const TuneResult f = tune_sddmm(g, SddmmOp::dot, Target::v, Target::u, 8, o);
+  EXPECT_EQ(f.key, sddmm_tuning_key(g, SddmmOp::dot, Target::v, Target::u, 8));
+  EXPECT_NE(f.key.find("|f32/"), std::string::npos) << f.key;
+  const size_t measured = tune::load_measurements(file).size();
+  EXPECT_GT(measured, 0u);
+  std::set<std::string> keys{f.key};
+  for (DType h : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(h));
+    o.dtype = h;
+    const std::string tag = h == DType::bf16 ? "|bf16/" : "|f16/";
+    const TuneResult r = tune_sddmm(g, SddmmOp::dot, Target::v, Target::u, 8, o);
+    EXPECT_TRUE(r.stored);
+    EXPECT_FALSE(r.model_used);
+    EXPECT_TRUE(std::isfinite(r.best_ms));
+    EXPECT_NE(r.key.find(tag), std::string::npos) << r.key;
+    EXPECT_EQ(r.key, sddmm_tuning_key(g, SddmmOp::dot, Target::v, Target::u, 8, h));
+    ASSERT_TRUE(tuning_cache_lookup(r.key, o.cache_path).has_value());
+    EXPECT_EQ(tuning_cache_lookup(r.key, o.cache_path)->schedule.str(), r.best.str());
+    keys.insert(r.key);
+    for (bool wide : {false, true}) {
+      o.wide_e = wide;
+      const TuneResult m = tune_spmm(g, SpmmOp::u_mul_e, Reduce::sum, 8, o);
+      EXPECT_EQ(m.key, spmm_tuning_key(g, SpmmOp::u_mul_e, Reduce::sum, 8, wide, h));
+      EXPECT_TRUE(std::isfinite(m.best_ms));
+      keys.insert(m.key);
+    }
+    o.wide_e = false;
+    const TuneSpace sp = sddmm_tune_space(g, SddmmOp::dot, Target::v, Target::u, 8, h);
+    EXPECT_EQ(r.space_size, sp.size);
+  }
+  EXPECT_EQ(keys.size(), 7u);
+  EXPECT_EQ(tune::load_measurements(file).size(), measured);  // half timings train nothing
+
+  TuneOptions bad = o;
+  bad.dtype = DType::i32;
+  EXPECT_THROW(tune_spmm(g, SpmmOp::u_mul_e, Reduce::sum, 8, bad), InvalidArgument);
+  bad.dtype = DType::f64;
+  EXPECT_THROW(tune_sddmm(g, SddmmOp::dot, Target::v, Target::u, 8, bad), InvalidArgument);
+  bad.dtype = DType::bf16;  // the CBSR products are tuned in float32 only
+  EXPECT_THROW(tune_cbsr(g, OpKind::cbsr_spgemm, 4, 16, true, bad), InvalidArgument);
+  EXPECT_THROW(spmm_tuning_key(g, SpmmOp::u_mul_e, Reduce::sum, 8, false, DType::i64),
+               InvalidArgument);
+  EXPECT_THROW(sddmm_tune_space(g, SddmmOp::dot, Target::v, Target::u, 8, DType::u8),
+               InvalidArgument);
+}
+
 // The CBSR products tune like SpMM: on the CPU the space is the one OpenMP kernel, the result is
 // stored under its own key (op, k, weighted, F), no timing trains a cost model, and `auto` of
 // the op runs what the cache holds.
@@ -1030,6 +1085,17 @@ TEST_F(Tune, CliTunesListsShowsAndRejectsBadFlags) {
   EXPECT_NE(table.out.find("tuned vs cpu_edge"), std::string::npos) << table.out;
   EXPECT_EQ(json::parse(run_cli("tune --show-cache --format json" + cache).out)["entries"].size(), 2u);
 
+  auto half = run_cli("tune -g rmat:8:4:1 --op sddmm --dim 8 --device cpu --reps 1 --mode random"
+                      " --dtype bf16 --format json" + cache);
+  ASSERT_EQ(half.code, 0) << half.out;
+  EXPECT_EQ(json::parse(half.out)[0]["dtype"], "bf16");
+  EXPECT_NE(json::parse(half.out)[0]["key"].get<std::string>().find("|bf16/"), std::string::npos);
+  EXPECT_EQ(json::parse(run_cli("tune --show-cache --format json" + cache).out)["entries"].size(), 3u);
+
+  auto f64 = run_cli("tune -g rmat:5:2:1 --device cpu --op spmm --dim 8 --dtype f64" + cache);
+  EXPECT_NE(f64.code, 0) << f64.out;
+  EXPECT_NE(f64.out.find("--dtype: f64 not in {f32,f16,bf16}"), std::string::npos) << f64.out;
+
   auto space = run_cli("tune -g rmat:2:1:1 --op spmm --dim 4 --device cpu --list-space --format json");
   ASSERT_EQ(space.code, 0) << space.out;
   const json sj = json::parse(space.out);
@@ -1069,6 +1135,7 @@ TEST_F(Tune, CliTunesListsShowsAndRejectsBadFlags) {
       {"--op spmm --dim 8 --format xml", "--format must be table or json"},
       {"--op spmm --dim 8 --spmm-op u_pow_e", "u_pow_e"},
       {"--op spmm --dim 8 --list-space --fit-model", "exclude each other"},
+      {"--op cbsr_spgemm --k 4 --dim 8 --dtype bf16", "the CBSR products are tuned in f32"},
   };
   for (const auto& [args, msg] : bad) {
     auto b = run_cli("tune -g rmat:5:2:1 --device cpu " + args + cache);

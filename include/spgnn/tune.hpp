@@ -51,6 +51,10 @@ struct TuneOptions {
                            // measurements.json (the cost model's training data)
   bool reuse_cached = false;  // return a valid cached entry without measuring
   bool wide_e = false;     // spmm ops with an edge operand: e is [nnz, F] instead of [nnz, 1]
+  // spmm/sddmm: the feature dtype tuned (f32, f16 or bf16; its own cache entries). Half problems
+  // are searched by the prior and the genetic search only: the cost model is trained on float32
+  // timings, and half timings are not added to its training data.
+  DType dtype = DType::f32;
   std::function<void(const TuneProgress&)> progress;
 };
 
@@ -104,9 +108,9 @@ struct TuneSpace {
   size_t size = 0, valid = 0;
 };
 TuneSpace spmm_tune_space(const Graph& g, SpmmOp op, Reduce reduce, int64_t F,
-                          bool wide_e = false);
+                          bool wide_e = false, DType dtype = DType::f32);
 TuneSpace sddmm_tune_space(const Graph& g, SddmmOp op, Target lhs_target, Target rhs_target,
-                           int64_t F);
+                           int64_t F, DType dtype = DType::f32);
 TuneSpace cbsr_tune_space(const Graph& g, OpKind op, int64_t k, int64_t F, bool weighted);
 
 // ---- graph fingerprint and tuning cache ----------------------------------------------------------
@@ -129,9 +133,9 @@ const char* spgnn_version();
 
 // Cache keys: graph fingerprint, op and sub-op, F, dtypes, device name, spgnn version.
 std::string spmm_tuning_key(const Graph& g, SpmmOp op, Reduce reduce, int64_t F,
-                            bool wide_e = false);
+                            bool wide_e = false, DType dtype = DType::f32);
 std::string sddmm_tuning_key(const Graph& g, SddmmOp op, Target lhs_target, Target rhs_target,
-                             int64_t F);
+                             int64_t F, DType dtype = DType::f32);
 std::string cbsr_tuning_key(const Graph& g, OpKind op, int64_t k, int64_t F, bool weighted);
 
 struct TuningCacheEntry {

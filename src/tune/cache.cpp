@@ -257,23 +257,30 @@ std::string sddmm_sub_op(SddmmOp op, Target lhs, Target rhs) {
   return std::string(name(op)) + "(" + name(lhs) + "," + name(rhs) + ")";
 }
 
-KeyParts spmm_key_parts(const Graph& g, SpmmOp op, Reduce reduce, int64_t F, bool wide_e) {
+// The features' dtype in keys: "f32" (as before half problems were tuned), "f16", "bf16".
+std::string key_dtype(DType t) {
+  return t == DType::f16 ? "f16" : t == DType::bf16 ? "bf16" : "f32";
+}
+
+KeyParts spmm_key_parts(const Graph& g, SpmmOp op, Reduce reduce, int64_t F, bool wide_e,
+                        DType dtype) {
   KeyParts k;
   k.op = "spmm";
   k.sub_op = spmm_sub_op(op, reduce, F, wide_e);
   k.F = F;
-  k.dtype = std::string("f32/") + dtype_name(g.index_dtype());
+  k.dtype = key_dtype(dtype) + "/" + dtype_name(g.index_dtype());
   k.graph = graph_fingerprint(g);
   k.device = device_name(g.device());
   return k;
 }
 
-KeyParts sddmm_key_parts(const Graph& g, SddmmOp op, Target lhs, Target rhs, int64_t F) {
+KeyParts sddmm_key_parts(const Graph& g, SddmmOp op, Target lhs, Target rhs, int64_t F,
+                         DType dtype) {
   KeyParts k;
   k.op = "sddmm";
   k.sub_op = sddmm_sub_op(op, lhs, rhs);
   k.F = F;
-  k.dtype = std::string("f32/") + dtype_name(g.index_dtype());
+  k.dtype = key_dtype(dtype) + "/" + dtype_name(g.index_dtype());
   k.graph = graph_fingerprint(g);
   k.device = device_name(g.device());
   return k;

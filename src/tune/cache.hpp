@@ -41,8 +41,11 @@ struct KeyParts {
 };
 std::string spmm_sub_op(SpmmOp op, Reduce reduce, int64_t F, bool wide_e);
 std::string sddmm_sub_op(SddmmOp op, Target lhs, Target rhs);
-KeyParts spmm_key_parts(const Graph& g, SpmmOp op, Reduce reduce, int64_t F, bool wide_e);
-KeyParts sddmm_key_parts(const Graph& g, SddmmOp op, Target lhs, Target rhs, int64_t F);
+// dtype: the features' (f32, f16, bf16); the key's dtype part is "<features>/<index dtype>".
+KeyParts spmm_key_parts(const Graph& g, SpmmOp op, Reduce reduce, int64_t F, bool wide_e,
+                        DType dtype = DType::f32);
+KeyParts sddmm_key_parts(const Graph& g, SddmmOp op, Target lhs, Target rhs, int64_t F,
+                         DType dtype = DType::f32);
 // The CBSR products: sub-op "k=<k>/e" (edge values) or "k=<k>/1".
 KeyParts cbsr_key_parts(const Graph& g, OpKind op, int64_t k, int64_t F, bool weighted);
 

@@ -49,6 +49,11 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+void check_feature_dtype(DType dtype, const char* fn) {
+  SPGNN_CHECK(dtype == DType::f32 || is_half(dtype), InvalidArgument, fn,
+              ": dtype must be f32, f16 or bf16 (the features' dtype), got ", dtype_name(dtype));
+}
+
 void check_options(const TuneOptions& o, const char* fn) {
   SPGNN_CHECK(std::isfinite(o.budget_s) && o.budget_s >= 0, InvalidArgument, fn,
               ": budget must be >= 0 seconds (0 = none), got ", o.budget_s);
@@ -58,6 +63,7 @@ void check_options(const TuneOptions& o, const char* fn) {
               ": min_timed_ms must be a finite number >= 0, got ", o.min_timed_ms);
   SPGNN_CHECK(o.top_k >= 5 && o.top_k <= 20, InvalidArgument, fn,
               ": top_k must be in 5..20 (the pruned space), got ", o.top_k);
+  check_feature_dtype(o.dtype, fn);
 }
 
 // Seed-deterministic uniform values (splitmix64 per element), filled on the host in parallel
@@ -77,6 +83,9 @@ Tensor random_input(std::vector<int64_t> shape, uint64_t seed, Device dev, float
   }
   return dev.is_cuda() ? t.to(dev) : t;
 }
+
+Tensor in_dtype(const Tensor& t, DType dtype) { return dtype == DType::f32 ? t : t.astype(dtype); }
+
 
 ProblemStats problem_stats(const Graph& g, OpKind op, int64_t F) {
   const auto st = detail::degree_stats(g);
@@ -148,7 +157,10 @@ TuneResult run_job(const Job& job, const TuneOptions& o, Clock::time_point t0) {
 
   const ProblemStats stats = problem_stats(*job.g, job.op, job.key.F);
   std::optional<CostModel> model;
-  if (o.use_model) model = find_cost_model(file, job.op, job.key.device);
+  // The cost models are fitted to float32 timings: half problems rank by the prior.
+  const bool f32 = o.dtype == DType::f32 || job.op == OpKind::cbsr_spgemm ||
+                   job.op == OpKind::cbsr_sspmm;
+  if (o.use_model && f32) model = find_cost_model(file, job.op, job.key.device);
   ScoreFn score;
   if (model) {
     r.model_used = true;
@@ -207,7 +219,8 @@ TuneResult run_job(const Job& job, const TuneOptions& o, Clock::time_point t0) {
     // The cost models cover SpMM and SDDMM; the CBSR products' spaces are small enough for the
     // prior and the genetic search alone, so their timings train nothing.
     std::vector<Measurement> ms;
-    const bool trains_model = job.op == OpKind::spmm || job.op == OpKind::sddmm;
+    // Half timings would teach the float32 model the wrong costs: they train nothing either.
+    const bool trains_model = (job.op == OpKind::spmm || job.op == OpKind::sddmm) && f32;
     for (const auto& c : r.candidates) {
       if (!trains_model) break;
       if (!std::isfinite(c.ms)) continue;
@@ -261,9 +274,10 @@ void check_cbsr_problem(const Graph& g, OpKind op, int64_t k, int64_t F, const c
 
 // The problem `auto` sees for these arguments (no tensors: only shapes matter to supports()).
 detail::SpmmProblem shape_only_spmm(const Graph& g, SpmmOp op, Reduce reduce, int64_t F,
-                                    bool wide_e) {
+                                    bool wide_e, DType dtype) {
   detail::SpmmProblem p;
   p.g = &g;
+  p.dtype = dtype;
   p.op = op;
   p.reduce = reduce;
   p.F = F;
@@ -273,9 +287,10 @@ detail::SpmmProblem shape_only_spmm(const Graph& g, SpmmOp op, Reduce reduce, in
 }
 
 detail::SddmmProblem shape_only_sddmm(const Graph& g, SddmmOp op, Target lhs, Target rhs,
-                                      int64_t F) {
+                                      int64_t F, DType dtype) {
   detail::SddmmProblem p;
   p.g = &g;
+  p.dtype = dtype;
   p.op = op;
   p.lhs_target = lhs;
   p.rhs_target = rhs;
@@ -324,17 +339,23 @@ TuneResult tune_spmm(const Graph& g, SpmmOp op, Reduce reduce, int64_t F, const 
   tune::check_options(o, "tune_spmm");
   const Device dev = g.device();
   const bool wide = F > 1 && (op == SpmmOp::copy_e || o.wide_e);
+  // Half problems: features (and wide edge operands) in the dtype, scalar edge weights in
+  // float32, as the layers pass them (a GCN's normalised adjacency).
   Tensor u, e;
-  if (op != SpmmOp::copy_e) u = tune::random_input({g.n_cols, F}, o.seed + 1, dev);
-  if (op != SpmmOp::copy_u) e = tune::random_input({g.nnz(), wide ? F : 1}, o.seed + 2, dev, 0.5f, 1.5f);
-  Tensor out = Tensor::empty({g.n_rows, F}, DType::f32, dev);
+  if (op != SpmmOp::copy_e)
+    u = tune::in_dtype(tune::random_input({g.n_cols, F}, o.seed + 1, dev), o.dtype);
+  if (op != SpmmOp::copy_u) {
+    e = tune::random_input({g.nnz(), wide ? F : 1}, o.seed + 2, dev, 0.5f, 1.5f);
+    if (wide) e = tune::in_dtype(e, o.dtype);
+  }
+  Tensor out = Tensor::empty({g.n_rows, F}, o.dtype, dev);
 
-  const detail::SpmmProblem p = tune::shape_only_spmm(g, op, reduce, F, o.wide_e);
+  const detail::SpmmProblem p = tune::shape_only_spmm(g, op, reduce, F, o.wide_e, o.dtype);
   const tune::Space space = tune::space_for_spmm(p);
   tune::Job job;
   job.g = &g;
   job.op = OpKind::spmm;
-  job.key = tune::spmm_key_parts(g, op, reduce, F, o.wide_e);
+  job.key = tune::spmm_key_parts(g, op, reduce, F, o.wide_e, o.dtype);
   job.space = &space;
   job.heuristic = detail::heuristic_spmm_schedule(p);
   job.call = [&](const Schedule& s) {
@@ -357,16 +378,18 @@ TuneResult tune_sddmm(const Graph& g, SddmmOp op, Target lhs_target, Target rhs_
     return t == Target::u ? g.n_cols : t == Target::v ? g.n_rows : g.nnz();
   };
   Tensor lhs, rhs;
-  if (op != SddmmOp::copy_rhs) lhs = tune::random_input({rows_of(lhs_target), F}, o.seed + 3, dev);
-  if (op != SddmmOp::copy_lhs) rhs = tune::random_input({rows_of(rhs_target), F}, o.seed + 4, dev);
-  Tensor out = Tensor::empty({g.nnz(), op == SddmmOp::dot ? 1 : F}, DType::f32, dev);
+  if (op != SddmmOp::copy_rhs)
+    lhs = tune::in_dtype(tune::random_input({rows_of(lhs_target), F}, o.seed + 3, dev), o.dtype);
+  if (op != SddmmOp::copy_lhs)
+    rhs = tune::in_dtype(tune::random_input({rows_of(rhs_target), F}, o.seed + 4, dev), o.dtype);
+  Tensor out = Tensor::empty({g.nnz(), op == SddmmOp::dot ? 1 : F}, o.dtype, dev);
 
-  const detail::SddmmProblem p = tune::shape_only_sddmm(g, op, lhs_target, rhs_target, F);
+  const detail::SddmmProblem p = tune::shape_only_sddmm(g, op, lhs_target, rhs_target, F, o.dtype);
   const tune::Space space = tune::space_for_sddmm(p);
   tune::Job job;
   job.g = &g;
   job.op = OpKind::sddmm;
-  job.key = tune::sddmm_key_parts(g, op, lhs_target, rhs_target, F);
+  job.key = tune::sddmm_key_parts(g, op, lhs_target, rhs_target, F, o.dtype);
   job.space = &space;
   job.heuristic = detail::heuristic_sddmm_schedule(p);
   job.call = [&](const Schedule& s) {
@@ -383,6 +406,9 @@ TuneResult tune_cbsr(const Graph& g, OpKind op, int64_t k, int64_t F, bool weigh
   const auto t0 = tune::Clock::now();
   tune::check_cbsr_problem(g, op, k, F, "tune_cbsr");
   tune::check_options(o, "tune_cbsr");
+  SPGNN_CHECK(o.dtype == DType::f32, InvalidArgument,
+              "tune_cbsr: the CBSR products are tuned in float32; dtype must be f32, got ",
+              dtype_name(o.dtype));
   const Device dev = g.device();
   const bool fwd = op == OpKind::cbsr_spgemm;
   // maxk of random rows: k distinct, ascending columns per row, as the layers produce.
@@ -426,34 +452,40 @@ std::string cbsr_tuning_key(const Graph& g, OpKind op, int64_t k, int64_t F, boo
   return tune::cbsr_key_parts(g, op, k, F, weighted).str();
 }
 
-TuneSpace spmm_tune_space(const Graph& g, SpmmOp op, Reduce reduce, int64_t F, bool wide_e) {
+TuneSpace spmm_tune_space(const Graph& g, SpmmOp op, Reduce reduce, int64_t F, bool wide_e,
+                          DType dtype) {
   detail::check_graph_arrays(g, "spmm_tune_space");
   SPGNN_CHECK(F >= 1, InvalidArgument, "spmm_tune_space: F must be >= 1, got ", F);
-  const detail::SpmmProblem p = tune::shape_only_spmm(g, op, reduce, F, wide_e);
+  tune::check_feature_dtype(dtype, "spmm_tune_space");
+  const detail::SpmmProblem p = tune::shape_only_spmm(g, op, reduce, F, wide_e, dtype);
   std::vector<std::string> unsupported;
   const tune::Space space = tune::space_for_spmm(p, &unsupported);
   return tune::summarize(space, unsupported);
 }
 
 TuneSpace sddmm_tune_space(const Graph& g, SddmmOp op, Target lhs_target, Target rhs_target,
-                           int64_t F) {
+                           int64_t F, DType dtype) {
   detail::check_graph_arrays(g, "sddmm_tune_space");
   SPGNN_CHECK(F >= 1, InvalidArgument, "sddmm_tune_space: F must be >= 1, got ", F);
-  const detail::SddmmProblem p = tune::shape_only_sddmm(g, op, lhs_target, rhs_target, F);
+  tune::check_feature_dtype(dtype, "sddmm_tune_space");
+  const detail::SddmmProblem p = tune::shape_only_sddmm(g, op, lhs_target, rhs_target, F, dtype);
   std::vector<std::string> unsupported;
   const tune::Space space = tune::space_for_sddmm(p, &unsupported);
   return tune::summarize(space, unsupported);
 }
 
-std::string spmm_tuning_key(const Graph& g, SpmmOp op, Reduce reduce, int64_t F, bool wide_e) {
+std::string spmm_tuning_key(const Graph& g, SpmmOp op, Reduce reduce, int64_t F, bool wide_e,
+                            DType dtype) {
   detail::check_graph_arrays(g, "spmm_tuning_key");
-  return tune::spmm_key_parts(g, op, reduce, F, wide_e).str();
+  tune::check_feature_dtype(dtype, "spmm_tuning_key");
+  return tune::spmm_key_parts(g, op, reduce, F, wide_e, dtype).str();
 }
 
 std::string sddmm_tuning_key(const Graph& g, SddmmOp op, Target lhs_target, Target rhs_target,
-                             int64_t F) {
+                             int64_t F, DType dtype) {
   detail::check_graph_arrays(g, "sddmm_tuning_key");
-  return tune::sddmm_key_parts(g, op, lhs_target, rhs_target, F).str();
+  tune::check_feature_dtype(dtype, "sddmm_tuning_key");
+  return tune::sddmm_key_parts(g, op, lhs_target, rhs_target, F, dtype).str();
 }
 
 // ---- tune on miss and `auto`'s cache hook --------------------------------------------------------
@@ -523,26 +555,30 @@ std::optional<Schedule> lookup_or_tune(int64_t F, const MakeKey& make_key, const
 
 }  // namespace
 
-// The tuner measures float32 problems; half-precision ones take the heuristic (whose proposals
-// every strategy's supports() filters by dtype) and never read or write float32 entries.
+// SpMM and SDDMM are keyed and tuned in their features' dtype (float32 and half problems never
+// share an entry). A half SpMM whose edge weights are scalar float32 is keyed as the tuner times
+// it; other mixes (e.g. scalar half weights) read the same entry, whose schedule `usable` checks.
 std::optional<Schedule> cached_spmm_schedule(const detail::SpmmProblem& p) {
-  if (p.dtype != DType::f32) return std::nullopt;
+  if (p.dtype != DType::f32 && !is_half(p.dtype)) return std::nullopt;
   const bool wide = p.uses_e() && p.F > 1 && p.e_width == p.F;
   return lookup_or_tune(
-      p.F, [&] { return spmm_key_parts(*p.g, p.op, p.reduce, p.F, wide).str(); },
+      p.F, [&] { return spmm_key_parts(*p.g, p.op, p.reduce, p.F, wide, p.dtype).str(); },
       [&](const Schedule& s) { return usable_spmm(p, s); },
       [&](TuneOptions o) {
         o.wide_e = wide;
+        o.dtype = p.dtype;
         return tune_spmm(*p.g, p.op, p.reduce, p.F, o);
       });
 }
 
 std::optional<Schedule> cached_sddmm_schedule(const detail::SddmmProblem& p) {
-  if (p.dtype != DType::f32) return std::nullopt;
+  if (p.dtype != DType::f32 && !is_half(p.dtype)) return std::nullopt;
   return lookup_or_tune(
-      p.F, [&] { return sddmm_key_parts(*p.g, p.op, p.lhs_target, p.rhs_target, p.F).str(); },
+      p.F,
+      [&] { return sddmm_key_parts(*p.g, p.op, p.lhs_target, p.rhs_target, p.F, p.dtype).str(); },
       [&](const Schedule& s) { return usable_sddmm(p, s); },
-      [&](const TuneOptions& o) {
+      [&](TuneOptions o) {
+        o.dtype = p.dtype;
         return tune_sddmm(*p.g, p.op, p.lhs_target, p.rhs_target, p.F, o);
       });
 }
@@ -552,7 +588,10 @@ std::optional<Schedule> cached_cbsr_schedule(const detail::CbsrProblem& p) {
   return lookup_or_tune(
       p.F, [&] { return cbsr_key_parts(*p.g, p.op, p.k, p.F, p.weighted).str(); },
       [&](const Schedule& s) { return usable_cbsr(p, s); },
-      [&](const TuneOptions& o) { return tune_cbsr(*p.g, p.op, p.k, p.F, p.weighted, o); });
+      [&](TuneOptions o) {
+        o.dtype = DType::f32;
+        return tune_cbsr(*p.g, p.op, p.k, p.F, p.weighted, o);
+      });
 }
 
 }  // namespace tune

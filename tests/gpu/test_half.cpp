@@ -8,12 +8,15 @@
 // fp16 accumulation saturates at 2048). Strategies without half kernels say so by name.
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
+#include <unistd.h>
 
 #include "dispatch/registry.hpp"
 #include "gpu/gpu_check.hpp"
 #include "spgnn/schedule.hpp"
 #include "spgnn/nn/functional.hpp"
+#include "spgnn/tune.hpp"
 
 namespace spgnn::test {
 namespace {
@@ -251,6 +254,46 @@ TEST(HalfGpu, GsddmmEveryGraphWidthAndOp) {
             if (F <= 33 || quick())
               for (SddmmOp op : ops) check_half_sddmm(h, k, idx, op, Target::v, Target::u, F, st);
           }
+#endif
+}
+
+// The tuner in half precision on the GPU: it searches the half kernels only (shuffle for SDDMM;
+// gnnone / warp_vertex for SpMM, cuSPARSE where it takes the dtype), stores the result under
+// the dtype's key, and `auto` then runs the stored schedule correctly.
+TEST(HalfGpu, TunerSearchesHalfKernelsAndAutoRunsTheEntry) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("spgnn-half-tune-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const Graphs& G = graphs(GraphKind::rmat, DType::i32);
+  TuneOptions o;
+  o.cache_path = dir.string();
+  o.mode = TuneMode::random;
+  o.reps = 2;
+  set_tuning_cache_path(dir.string());
+  for (DType h : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(h));
+    o.dtype = h;
+    const TuneResult sd = tune_sddmm(G.dev, SddmmOp::dot, Target::u, Target::v, 64, o);
+    EXPECT_TRUE(sd.best.strategy == "shuffle" || (h == DType::f16 && sd.best.strategy == "cusparse"))
+        << sd.best.str();
+    EXPECT_EQ(sd.key, sddmm_tuning_key(G.dev, SddmmOp::dot, Target::u, Target::v, 64, h));
+    EXPECT_TRUE(sd.stored);
+    for (const auto& c : sd.candidates) {
+      if (!c.error.empty()) continue;
+      EXPECT_TRUE(c.schedule.strategy == "shuffle" || c.schedule.strategy == "cusparse")
+          << c.schedule.str();
+    }
+    const TuneResult sp = tune_spmm(G.dev, SpmmOp::u_mul_e, Reduce::sum, 64, o);
+    EXPECT_TRUE(sp.best.strategy == "gnnone" || sp.best.strategy == "warp_vertex" ||
+                sp.best.strategy == "cusparse") << sp.best.str();
+    EXPECT_TRUE(std::isfinite(sp.best_ms));
+    // `auto` reads the entries just stored (same graph, dtype, F).
+    check_half_sddmm(h, GraphKind::rmat, DType::i32, SddmmOp::dot, Target::u, Target::v, 64, "auto");
+  }
+  set_tuning_cache_path("");
+  fs::remove_all(dir);
 #endif
 }
 

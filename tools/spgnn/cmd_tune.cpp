@@ -48,6 +48,7 @@ struct TuneCliOpts {
   double min_timed_ms = 2.0;
   std::string format = "table";
   std::string spmm_op = "u_mul_e", reduce = "sum", sddmm_op = "dot", lhs = "v", rhs = "u";
+  std::string dtype = "f32";
   bool no_store = false, no_model = false, reuse = false, wide_e = false, progress = false;
   bool list_space = false, fit_model = false, show_cache = false, clear_cache = false;
   LoadFlags flags;
@@ -121,9 +122,16 @@ void check_flags(const TuneCliOpts& o) {
   for (int64_t F : o.dims)
     SPGNN_CHECK(F >= 1 && F <= (int64_t{1} << 16), InvalidArgument,
                 "--dim must be in 1..65536, got ", F);
+  SPGNN_CHECK(o.dtype == "f32" || o.op == "spmm" || o.op == "sddmm", InvalidArgument,
+              "--dtype ", o.dtype, " applies to --op spmm and sddmm; the CBSR products are tuned "
+              "in f32");
   const int actions = int(o.list_space) + int(o.fit_model) + int(o.show_cache) + int(o.clear_cache);
   SPGNN_CHECK(actions <= 1, InvalidArgument,
               "--list-space, --fit-model, --show-cache and --clear-cache exclude each other");
+}
+
+DType feature_dtype(const TuneCliOpts& o) {
+  return o.dtype == "f16" ? DType::f16 : o.dtype == "bf16" ? DType::bf16 : DType::f32;
 }
 
 std::string ms_text(double ms) { return std::isfinite(ms) ? fixed(ms, 4) : "-"; }
@@ -185,8 +193,9 @@ void run_list_space(const TuneCliOpts& o, const Problem& pb, Device dev) {
     for (int64_t F : o.dims) {
       const TuneSpace sp =
           pb.cbsr()                  ? cbsr_tune_space(g, pb.kind, pb.k, F, pb.weighted)
-          : pb.kind == OpKind::spmm ? spmm_tune_space(g, pb.sop, pb.red, F, o.wide_e)
-                                    : sddmm_tune_space(g, pb.dop, pb.lt, pb.rt, F);
+          : pb.kind == OpKind::spmm
+              ? spmm_tune_space(g, pb.sop, pb.red, F, o.wide_e, feature_dtype(o))
+              : sddmm_tune_space(g, pb.dop, pb.lt, pb.rt, F, feature_dtype(o));
       json js = {{"graph", gname}, {"F", F}, {"size", sp.size}, {"valid", sp.valid},
                  {"strategies", json::array()}};
       for (const auto& s : sp.strategies) {
@@ -232,6 +241,7 @@ void run_tune(const TuneCliOpts& o, const Problem& pb, Device dev) {
   to.store = !o.no_store;
   to.reuse_cached = o.reuse;
   to.wide_e = o.wide_e;
+  to.dtype = feature_dtype(o);
   const std::string cache_file = tune::resolve_cache_file(o.cache);
 
   const std::string base_name = pb.base_name(dev);
@@ -267,6 +277,7 @@ void run_tune(const TuneCliOpts& o, const Problem& pb, Device dev) {
       all.push_back({{"graph", gname},
                      {"F", F},
                      {"op", o.op},
+                     {"dtype", o.dtype},
                      {"sub_op", pb.label()},
                      {"device", r.device},
                      {"mode", o.mode},
@@ -293,7 +304,8 @@ void run_tune(const TuneCliOpts& o, const Problem& pb, Device dev) {
     std::cout << all.dump(2) << "\n";
     return;
   }
-  std::cout << "spgnn tune: " << o.op << " " << pb.label() << " on " << dev.str() << " ("
+  std::cout << "spgnn tune: " << o.op << " " << pb.label()
+            << (o.dtype == "f32" ? std::string() : " " + o.dtype) << " on " << dev.str() << " ("
             << tuning_device_name(dev) << "); mode " << o.mode << "; "
             << o.warmup << " warm-up + " << o.reps << " timed runs per candidate (median"
             << (o.min_timed_ms > 0 ? "; more when they take < " + fixed(o.min_timed_ms, 1) + " ms"
@@ -447,6 +459,11 @@ void register_tune(CLI::App& app) {
   cmd->add_option("--lhs-target", o->lhs, "sddmm lhs target: u, v or e")->capture_default_str();
   cmd->add_option("--rhs-target", o->rhs, "sddmm rhs target: u, v or e")->capture_default_str();
   cmd->add_flag("--wide-e", o->wide_e, "spmm: edge operand of width F instead of 1");
+  cmd->add_option("--dtype", o->dtype,
+                  "spmm/sddmm feature dtype: f32, f16 or bf16 (each has its own cache entries; "
+                  "half problems are ranked by the prior, and their timings train no cost model)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
   cmd->add_flag("--no-store", o->no_store, "Do not write the tuning cache or the measurements");
   cmd->add_flag("--no-model", o->no_model, "Rank by the prior even when a cost model is trained");
   cmd->add_flag("--reuse", o->reuse, "Return a valid cached result without measuring");
