@@ -159,7 +159,6 @@ struct FwdLane {
   int64_t colg;   // first column in the [*, W] rows
   int64_t kstride;
   int nvk;        // how many of the K vectors exist (a prefix)
-  bool cv;        // the first one exists
   int hl;         // their head, relative to the chunk's first head
   bool writer;    // this chunk writes attn (first chunk of its heads)
 };
@@ -194,15 +193,13 @@ __device__ __forceinline__ FwdLane fwd_lane(const FwdArgs<I>& a, int lane, bool 
   if (K == 1) {
     const int64_t q = sub * 32 * V + static_cast<int64_t>(lane & (G - 1)) * V;  // from h0 * F
     L.hl = static_cast<int>(q / a.F);
-    L.cv = L.hl < (1 << a.hc_log2) && h0 + L.hl < a.H;
     L.colg = h0 * a.F + q;
     L.kstride = 0;
-    L.nvk = L.cv ? 1 : 0;
+    L.nvk = L.hl < (1 << a.hc_log2) && h0 + L.hl < a.H ? 1 : 0;
   } else {  // one head per chunk: this lane's vectors are first, first + G, ... (< nv)
     const int64_t first = sub * G * K + (lane & (G - 1));
     L.hl = 0;
     L.nvk = first < a.nv ? static_cast<int>(min(int64_t{K}, (a.nv - first + G - 1) / G)) : 0;
-    L.cv = L.nvk > 0;
     L.colg = h0 * a.F + first * V;
     L.kstride = static_cast<int64_t>(G) * V;
   }
@@ -501,25 +498,28 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int
     if constexpr (kAtomic) return reinterpret_cast<float*>(a.dz)[i];
     else return a.dz[i].y;
   };
+  // f(foff) for each of this lane's vectors of head h: passes x K vectors, G lanes apart.
+  auto each_vector = [&a, G, gl](int64_t h, auto&& f) {
+    for (int pass = 0; pass < a.passes; ++pass)
+#pragma unroll
+      for (int c = 0; c < K; ++c) {
+        const int vi = (pass * K + c) * G + gl;
+        if (vi < a.nv) f(h * a.F + static_cast<int64_t>(vi) * V);
+      }
+  };
   for (int64_t h = 0; h < a.H; ++h) {
     float t = 0.f;
     if (part != kSegGrads) {
       for (int64_t j = b + grp; j < e; j += NG) {
         const int64_t u = __ldg(a.col + j);
         float d = 0.f;
-        for (int pass = 0; pass < a.passes; ++pass)
+        each_vector(h, [&](int64_t foff) {
+          float x[V], y[V];
+          ldg_vec<V>(x, a.feat + u * a.W + foff);
+          ldg_vec<V>(y, gv + foff);
 #pragma unroll
-          for (int c = 0; c < K; ++c) {
-            const int vi = (pass * K + c) * G + gl;
-            if (vi < a.nv) {
-              const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
-              float x[V], y[V];
-              ldg_vec<V>(x, a.feat + u * a.W + foff);
-              ldg_vec<V>(y, gv + foff);
-#pragma unroll
-              for (int q = 0; q < V; ++q) d = fmaf(x[q], y[q], d);
-            }
-          }
+          for (int q = 0; q < V; ++q) d = fmaf(x[q], y[q], d);
+        });
         for (int off = G >> 1; off; off >>= 1) d += __shfl_xor_sync(gmask, d, off);
         const float mask = drop_factor(a, j, h);
         d *= mask;
@@ -529,19 +529,13 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int
         if constexpr (kAtomic) {
           const float w = aj * mask;
           if (w != 0.f)
-            for (int pass = 0; pass < a.passes; ++pass)
+            each_vector(h, [&](int64_t foff) {
+              float y[V];
+              ldg_vec<V>(y, gv + foff);
 #pragma unroll
-              for (int c = 0; c < K; ++c) {
-                const int vi = (pass * K + c) * G + gl;
-                if (vi < a.nv) {
-                  const int64_t foff = h * a.F + static_cast<int64_t>(vi) * V;
-                  float y[V];
-                  ldg_vec<V>(y, gv + foff);
-#pragma unroll
-                  for (int q = 0; q < V; ++q) y[q] *= w;
-                  gnnone::atomic_add_vec<V>(a.grad_feat + u * a.W + foff, y);
-                }
-              }
+              for (int q = 0; q < V; ++q) y[q] *= w;
+              gnnone::atomic_add_vec<V>(a.grad_feat + u * a.W + foff, y);
+            });
         }
       }
       // Every lane of a group holds the group's t; summing across groups counts each edge once.
