@@ -406,12 +406,6 @@ int64_t value_or_default(const StrategyInfo& info, const Schedule& s, const char
   return 0;
 }
 
-int log2_ceil(int64_t x) {
-  int l = 0;
-  while ((int64_t{1} << l) < x) ++l;
-  return l;
-}
-
 // Widest vector the CUDA launchers use for width F when every pointer is aligned (tensors the
 // library allocates are): float4, float2 or scalar.
 int64_t vector_width(int64_t F) { return F % 4 == 0 ? 4 : F % 2 == 0 ? 2 : 1; }
@@ -591,7 +585,7 @@ std::string validate_mergepath(const StrategyInfo& info, const Schedule& s, int6
 std::string validate_shuffle(const StrategyInfo& info, const Schedule& s, int64_t F, bool half) {
   if (F <= 0) return "";
   const int64_t lanes = value_or_default(info, s, "lanes");
-  const int64_t V = half ? (F % 8 == 0 ? 8 : F % 2 == 0 ? 2 : 1) : vector_width(F);
+  const int64_t V = shuffle::vector_width(F, half);
   const int64_t nv = F / V;
   const int64_t adaptive = int64_t{1} << shuffle::adaptive_lanes_log2(nv, half && V == 8);
   if (value_or_default(info, s, "blocked") == 1 && nv <= (lanes ? lanes : adaptive))

@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/shape_math.hpp"
+
 namespace spgnn::detail::shuffle {
 
-inline int lanes_log2_ceil(int64_t x) {
-  int l = 0;
-  while ((int64_t{1} << l) < x) ++l;
-  return l;
+// Elements per vector where the pointers are aligned for it: 4 floats, or 8 halves (halves that
+// do not fill 8 take pairs: the launcher has no 4-half instantiation), else 2, else 1.
+inline int64_t vector_width(int64_t F, bool half) {
+  if (half) return F % 8 == 0 ? 8 : F % 2 == 0 ? 2 : 1;
+  return F % 4 == 0 ? 4 : F % 2 == 0 ? 2 : 1;
 }
 
 // log2 of the lanes per edge for `nv` vector slots per row (lanes = 0). Float32 and narrow half
@@ -22,8 +25,8 @@ inline int lanes_log2_ceil(int64_t x) {
 // 13.98; F = 128 on the Reddit shape 6.17 at 4 against 6.72 at 8; F = 64 3.22 at 4 against 3.30
 // at 2).
 inline int adaptive_lanes_log2(int64_t nv, bool wide_half) {
-  if (wide_half && nv >= 8) return std::clamp(lanes_log2_ceil((nv + 3) / 4), 2, 5);
-  return std::clamp(lanes_log2_ceil((nv + 1) / 2), 1, 5);
+  if (wide_half && nv >= 8) return std::clamp(log2_ceil((nv + 3) / 4), 2, 5);
+  return std::clamp(log2_ceil((nv + 1) / 2), 1, 5);
 }
 
 }  // namespace spgnn::detail::shuffle

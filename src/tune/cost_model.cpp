@@ -30,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/shape_math.hpp"
+#include "kernels/shuffle_shape.hpp"
 #include "spgnn/error.hpp"
 
 namespace spgnn::tune {
@@ -81,11 +83,7 @@ double encode_param(const ParamSpec& p, int64_t v) {
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
-int log2_ceil(int64_t x) {
-  int l = 0;
-  while ((int64_t{1} << l) < x && l < 62) ++l;
-  return l;
-}
+using detail::log2_ceil;
 // Vector width the CUDA kernels pick for F (device buffers are always aligned for it).
 int vector_width(int64_t F) { return F % 4 == 0 ? 4 : F % 2 == 0 ? 2 : 1; }
 
@@ -190,7 +188,8 @@ Geometry geometry(const ProblemStats& p, const StrategyInfo& info, const Schedul
     // vectors), edges_per_block edges per block, at most 8 warps per block.
     const int64_t lanes = prm("lanes"), epb = std::max<int64_t>(prm("edges_per_block"), 1);
     const int64_t nv = F / vector_width(F);
-    const int lanes_log2 = lanes ? log2_ceil(lanes) : std::clamp(log2_ceil((nv + 1) / 2), 1, 5);
+    const int lanes_log2 =
+        lanes ? log2_ceil(lanes) : detail::shuffle::adaptive_lanes_log2(nv, /*wide_half=*/false);
     const int64_t wpb = std::clamp<int64_t>(ceil_div(epb, 32 >> lanes_log2), 1,
                                             kShuffleMaxWarpsPerBlock);
     const int64_t blocks = ceil_div(nnz, epb);

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "dispatch/problem.hpp"
+#include "kernels/shape_math.hpp"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/gnnone_common.cuh"
 #include "spgnn/schedule.hpp"
@@ -95,11 +96,6 @@ inline int vector_width(int64_t F, const void* const* ptrs, int nptrs) {
   return V;
 }
 
-inline int log2_ceil(int64_t x) {
-  int l = 0;
-  while ((int64_t{1} << l) < x) ++l;
-  return l;
-}
 
 // Per-structure data cached with the graph (Graph::cache). The key carries the index dtype and
 // the address of rowptr: a copy of a Graph whose arrays were replaced (astype, a new build)
