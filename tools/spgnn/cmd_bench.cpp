@@ -160,8 +160,7 @@ void run_bench(const BenchOpts& o) {
     const RowSample sample = o.no_check ? RowSample{} : sample_rows(host, o.check_rows, o.seed);
     for (int64_t F : o.dims)
     for (const std::string& dtype_text : o.dtypes) {
-      const DType vt = dtype_text == "f16" ? DType::f16 : dtype_text == "bf16" ? DType::bf16
-                                                                             : DType::f32;
+      const DType vt = feature_dtype(dtype_text);
       // The operands in the benchmark's dtype; the reference gets their exact float32 values.
       auto in_dtype = [&](const Tensor& t) { return t.defined() && is_half(vt) ? t.astype(vt) : t; };
       auto exact = [&](const Tensor& t) { return t.defined() && is_half(vt) ? t.astype(DType::f32) : t; };

@@ -218,7 +218,7 @@ void run_train(const TrainOpts& o) {
   // Half training takes tensor-core GEMMs too (the "GEMMs on tensor cores"); float32
   // runs stay exact unless asked.
   tc.allow_tf32 = o.tf32 || (o.dtype != "f32" && !o.no_tf32);
-  tc.aggregation_dtype = o.dtype == "bf16" ? DType::bf16 : o.dtype == "f16" ? DType::f16 : DType::f32;
+  tc.aggregation_dtype = feature_dtype(o.dtype);
   tc.options.schedule = parse_schedule(o.strategy);
   // --tune: `auto` tunes each (graph, op, width) the tuning cache does not know yet, once, on
   // the tuner's own tensors, and stores it (spgnn tune --show-cache lists the entries).

@@ -130,10 +130,6 @@ void check_flags(const TuneCliOpts& o) {
               "--list-space, --fit-model, --show-cache and --clear-cache exclude each other");
 }
 
-DType feature_dtype(const TuneCliOpts& o) {
-  return o.dtype == "f16" ? DType::f16 : o.dtype == "bf16" ? DType::bf16 : DType::f32;
-}
-
 std::string ms_text(double ms) { return std::isfinite(ms) ? fixed(ms, 4) : "-"; }
 std::string ratio_text(double x) { return std::isfinite(x) ? fixed(x, 2) + "x" : "-"; }
 json num_or_null(double v) { return std::isfinite(v) ? json(v) : json(); }
@@ -194,8 +190,8 @@ void run_list_space(const TuneCliOpts& o, const Problem& pb, Device dev) {
       const TuneSpace sp =
           pb.cbsr()                  ? cbsr_tune_space(g, pb.kind, pb.k, F, pb.weighted)
           : pb.kind == OpKind::spmm
-              ? spmm_tune_space(g, pb.sop, pb.red, F, o.wide_e, feature_dtype(o))
-              : sddmm_tune_space(g, pb.dop, pb.lt, pb.rt, F, feature_dtype(o));
+              ? spmm_tune_space(g, pb.sop, pb.red, F, o.wide_e, feature_dtype(o.dtype))
+              : sddmm_tune_space(g, pb.dop, pb.lt, pb.rt, F, feature_dtype(o.dtype));
       json js = {{"graph", gname}, {"F", F}, {"size", sp.size}, {"valid", sp.valid},
                  {"strategies", json::array()}};
       for (const auto& s : sp.strategies) {
@@ -241,7 +237,7 @@ void run_tune(const TuneCliOpts& o, const Problem& pb, Device dev) {
   to.store = !o.no_store;
   to.reuse_cached = o.reuse;
   to.wide_e = o.wide_e;
-  to.dtype = feature_dtype(o);
+  to.dtype = feature_dtype(o.dtype);
   const std::string cache_file = tune::resolve_cache_file(o.cache);
 
   const std::string base_name = pb.base_name(dev);

@@ -138,6 +138,10 @@ std::string human_bytes(double b) {
   return fixed(b, u == 0 ? 0 : 2) + " " + units[u];
 }
 
+DType feature_dtype(const std::string& text) {
+  return text == "f16" ? DType::f16 : text == "bf16" ? DType::bf16 : DType::f32;
+}
+
 std::string fixed(double v, int digits) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(digits) << v;

@@ -35,6 +35,8 @@ class Progress {
 
 std::string human_bytes(double bytes);
 std::string fixed(double v, int digits);
+// The feature dtype of a --dtype value the option already checked: f32, f16 or bf16.
+DType feature_dtype(const std::string& text);
 
 // Left/right-aligned text table.
 class Table {
