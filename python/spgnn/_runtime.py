@@ -51,6 +51,13 @@ def check_tensor(t, name: str, *, ndim: Optional[Sequence[int]] = None, dtypes=N
     """Raises a clear TypeError/ValueError naming `name` when t is not what an op takes."""
     if not isinstance(t, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    # A meta or other device's tensor would otherwise fail inside DLPack, naming no argument.
+    # (Under torch.compile the ops see fake tensors only through their register_fake rules.)
+    if t.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"{name} is on {t.device}: spgnn's ops take CPU or CUDA tensors")
+    # Ops read arrays in place; layers (contiguous=False) pass sparse x on to torch's Linear.
+    if contiguous and t.layout != torch.strided:
+        raise ValueError(f"{name} is a {t.layout} tensor: this op takes a dense (strided) tensor")
     if dtypes is not None and t.dtype not in dtypes:
         want = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise TypeError(f"{name} must have dtype {want}, got {str(t.dtype).replace('torch.', '')}")

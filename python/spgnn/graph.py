@@ -64,10 +64,16 @@ class Graph:
             check_tensor(edge_weight, "edge_weight", ndim=(1,), dtypes=(torch.float32,),
                          device=edge_index.device, rows=edge_index.shape[1],
                          rows_name="the number of edges E")
-        base, nnz = _base_from(C.build_graph(
-            edge_index[1].contiguous(), edge_index[0].contiguous(),
-            None if edge_weight is None else edge_weight.detach(),
-            n_dst, n_src, "edge_index[1]", "edge_index[0]", stream_of(edge_index)))
+        try:
+            built = C.build_graph(
+                edge_index[1].contiguous(), edge_index[0].contiguous(),
+                None if edge_weight is None else edge_weight.detach(),
+                n_dst, n_src, "edge_index[1]", "edge_index[0]", stream_of(edge_index))
+        except MemoryError as e:  # std::bad_alloc names nothing; a typo in num_nodes is the usual cause
+            raise MemoryError(f"cannot allocate a graph of {n_dst} target and {n_src} source nodes "
+                              f"({edge_index.shape[1]} edges): check num_nodes / size "
+                              f"({e})") from e
+        base, nnz = _base_from(built)
         self._init(base, nnz)
 
     def _init(self, base: Tensor, nnz: int):

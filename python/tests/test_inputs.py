@@ -153,6 +153,27 @@ def test_bad_layer_inputs_are_named(gen):
         conv(randn(gen, n, 5), ei)  # wrong feature width, named (PyG fails inside torch.mm)
 
 
+def test_tensors_an_op_cannot_read_are_named(gen):
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei, n)
+    x = randn(gen, n, 4)
+    with pytest.raises(ValueError, match="lhs_data is on meta"):
+        ops.copy_u_sum(g, torch.empty(n, 4, device="meta"))
+    with pytest.raises(ValueError, match="lhs_data is a torch.sparse_coo tensor"):
+        ops.copy_u_sum(g, x.to_sparse())
+    with pytest.raises(ValueError, match="x is on meta"):
+        ops.maxk(torch.empty(n, 4, device="meta"), 2)
+    # Layers hand x to torch's Linear first, which takes a sparse x, as PyG's layers do.
+    conv = snn.GCNConv(4, 3)
+    assert torch.allclose(conv(x.to_sparse(), ei), conv(x, ei), atol=1e-6)
+
+
+def test_a_graph_too_large_to_allocate_is_named():
+    # 2^50 rows of offsets cannot be allocated anywhere (2^53 bytes); the error says what to check.
+    with pytest.raises(MemoryError, match=r"graph of 1125899906842624 target .*check num_nodes"):
+        spgnn.Graph(torch.tensor([[0, 1], [1, 2]]), 2**50)
+
+
 def test_handles_cannot_be_forged():
     with pytest.raises((ValueError, TypeError), match="graph handle"):
         torch.ops.spgnn.gspmm(torch.arange(5), "copy_u", "sum", torch.ones(5, 2), None, 5, "")
