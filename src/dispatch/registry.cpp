@@ -358,8 +358,22 @@ Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F, DType dtype) {
 // consecutive vectors (`blocked`): H200, bfloat16, F = 128: the Reddit shape 5.85 against 6.26 ms,
 // R-MAT scale 21 1.69 against 1.98, the products shape 5.84 against 6.34; at F = 64 and 256 it
 // lost (3.70 against 3.41, 14.80 against 12.42 on the Reddit shape).
+// float16 dot products of at most 64 features on regular dense rows go to cuSPARSE, as float32's
+// do at F <= 32: on the Reddit shape at F = 64 its float16 SDDMM took 2.24 ms against shuffle's
+// 3.46 on the H100 and 1.89 against 3.32 on the H200 (docs/BENCHMARKS.md, "Half SDDMM"), while
+// shuffle stays 3-4x ahead on the R-MAT graphs. At F = 128 the GPUs disagree (H100: shuffle
+// 6.32 against 6.74; H200: cuSPARSE 4.77 against 5.85), so shuffle keeps it. bfloat16 has no
+// cuSPARSE SDDMM in CUDA 13.
+bool cusparse_half_sddmm_pays(const DegreeStats& st, const SddmmProblem& p) {
+  const bool uv = (p.lhs_target == Target::u && p.rhs_target == Target::v) ||
+                  (p.lhs_target == Target::v && p.rhs_target == Target::u);
+  return p.dtype == DType::f16 && p.op == SddmmOp::dot && uv && st.nnz >= kTinyNnz &&
+         regular_dense_rows(st) && p.F <= 64;
+}
+
 Schedule gpu_sddmm_choice(const DegreeStats& st, const SddmmProblem& p) {
   if (is_half(p.dtype)) {
+    if (cusparse_half_sddmm_pays(st, p)) return Schedule{"cusparse", {}};
     Schedule s{"shuffle", {{"edges_per_block", 1024}}};
     if (p.op == SddmmOp::dot && p.F % 8 == 0 && p.F > 64 && p.F <= 128) s.params["blocked"] = 1;
     return s;

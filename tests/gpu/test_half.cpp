@@ -92,15 +92,15 @@ void check_half_spmm(DType h, GraphKind kind, DType idx, SpmmOp op, Reduce red, 
                      split, assign);
 }
 
-void check_half_sddmm(DType h, GraphKind kind, DType idx, SddmmOp op, Target lt, Target rt,
-                      int64_t F, const std::string& strategy) {
+void check_half_sddmm_on(const Graphs& G, const std::string& gname, DType h, SddmmOp op,
+                         Target lt, Target rt, int64_t F, const std::string& strategy) {
   if (g_failures > kMaxReported) return;
-  const Graphs& G = graphs(kind, idx);
+  const DType idx = G.host.index_dtype();
   static uint64_t salt = 0;
   const uint64_t seed = seed_for(g_seed_base + 5000 + ++salt);
   std::ostringstream what;
   what << "half sddmm " << dtype_name(h) << " " << name(op) << " lhs=" << name(lt)
-       << " rhs=" << name(rt) << " graph=" << kind_name(kind) << " idx=" << dtype_name(idx)
+       << " rhs=" << name(rt) << " graph=" << gname << " idx=" << dtype_name(idx)
        << " F=" << F << " " << strategy << " seed=" << seed;
   SCOPED_TRACE(what.str());
   Tensor l, r;
@@ -123,6 +123,11 @@ void check_half_sddmm(DType h, GraphKind kind, DType idx, SddmmOp op, Target lt,
   const double err = rel_error(out, ref);
   EXPECT_LT(err, tol);
   if (!(err < tol)) ++g_failures;
+}
+
+void check_half_sddmm(DType h, GraphKind kind, DType idx, SddmmOp op, Target lt, Target rt,
+                      int64_t F, const std::string& strategy) {
+  check_half_sddmm_on(graphs(kind, idx), kind_name(kind), h, op, lt, rt, F, strategy);
 }
 #endif
 
@@ -294,6 +299,44 @@ TEST(HalfGpu, TunerSearchesHalfKernelsAndAutoRunsTheEntry) {
   }
   set_tuning_cache_path("");
   fs::remove_all(dir);
+#endif
+}
+
+// `auto`'s float16 rule for SDDMM: dot products of <= 64 features on regular long rows go to
+// cuSPARSE (faster there on the H100 and H200), everything else half to shuffle; both answers
+// are checked against the oracle.
+TEST(HalfGpu, AutoSddmmTakesCusparseForNarrowFloat16DotsOnRegularLongRows) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
+  Graphs dense;
+  dense.host = generate_erdos_renyi(3000, 96, seed_for(76));  // avg 96, CV ~0.1, 288K edges
+  dense.dev = dense.host.to(Device::cuda());
+  const Graphs& rmat = graphs(GraphKind::rmat, DType::i32);
+  struct Case {
+    const Graphs* g;
+    const char* gname;
+    DType h;
+    SddmmOp op;
+    int64_t F;
+    const char* want;
+  };
+  const std::vector<Case> cases = {
+      {&dense, "dense regular", DType::f16, SddmmOp::dot, 64, "cusparse"},
+      {&dense, "dense regular", DType::f16, SddmmOp::dot, 16, "cusparse"},
+      {&dense, "dense regular", DType::f16, SddmmOp::dot, 128, "shuffle"},
+      {&dense, "dense regular", DType::bf16, SddmmOp::dot, 64, "shuffle"},  // no cuSPARSE bf16
+      {&dense, "dense regular", DType::f16, SddmmOp::mul, 64, "shuffle"},   // cuSPARSE: dot only
+      {&rmat, "rmat", DType::f16, SddmmOp::dot, 64, "shuffle"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.gname) + " " + dtype_name(c.h) + " " + name(c.op) +
+                 " F=" + std::to_string(c.F));
+    EXPECT_EQ(resolve_sddmm_schedule(c.g->dev, c.op, c.F, Schedule{}, c.h).strategy, c.want);
+    check_half_sddmm_on(*c.g, c.gname, c.h, c.op, Target::u, Target::v, c.F, "auto");
+    if (c.op == SddmmOp::dot)
+      check_half_sddmm_on(*c.g, c.gname, c.h, c.op, Target::v, Target::u, c.F, "auto");
+  }
 #endif
 }
 
