@@ -230,6 +230,9 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       {"bench maxk --graph rmat:6 --k 4 --param warps=4 --device cpu",
        SPGNN_WITH_CUDA ? "needs the data on a CUDA device" : "needs a build with CUDA"},
       {"info rmat:abc", "SCALE"},
+      // An empty graph spec split into no fields and crashed (read past an empty vector).
+      {"info ''", "graph spec is empty"},
+      {"bench spmm --graph '' --device cpu", "graph spec is empty"},
       {"info er:10", "er:N:AVG_DEGREE"},
       {"info " + path("missing.mtx"), "missing.mtx"},
       {"info --index-width 16 rmat:5", "index-width"},
