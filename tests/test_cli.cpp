@@ -252,6 +252,49 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
   }
 }
 
+// OGB raw directories are CSV: a corrupt line is refused with its file and line, never read as
+// something else (a fractional vertex id truncated, a blank field filled from the next line) or
+// turned into an unallocatable model (a huge label sizing the output layer).
+TEST_F(Cli, MalformedOgbCsvNamesFileAndLine) {
+  const std::string dir = path("ogb");
+  fs::create_directories(dir + "/raw");
+  fs::create_directories(dir + "/split/time");
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << text;
+  };
+  write("raw/node-feat.csv", "0.5,1\n1,0\n0,0.25\n2,2\n");
+  write("split/time/train.csv", "0\n1\n");
+  write("split/time/valid.csv", "2\n");
+  write("split/time/test.csv", "3\n");
+  const std::string good_edges = "0,1\n1,2\n3,2\n", good_labels = "0\n1\n2\n1\n";
+  write("raw/edge.csv", good_edges);
+  write("raw/node-label.csv", good_labels);
+  const std::string train = "train --device cpu --epochs 1 --hidden 4 --dataset " + dir;
+  auto ok = run(train);
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  struct Case {
+    std::string file, text, expect;
+  };
+  const Case cases[] = {
+      {"raw/edge.csv", "0,1\n0.5,1.7\n3,2\n",
+       "edge.csv:2: edge (0.5, 1.7) names a vertex that is not an integer"},
+      {"raw/edge.csv", "0,1\n1,\t\n3,2\n", "edge.csv:2: expected a number at column 2"},
+      {"raw/edge.csv", "0,1\n1,2,\n3,2\n", "edge.csv:2: expected a number at column 3"},
+      {"raw/node-label.csv", "0\n1\n1e30\n1\n", "node-label.csv:3: label 1e+30 is not a class id"},
+      {"raw/node-label.csv", "0\n1\n1099511627776\n1\n",
+       "node-label.csv:3: label 1.09951e+12 is not a class id"},
+  };
+  for (const auto& c : cases) {
+    write("raw/edge.csv", good_edges);
+    write("raw/node-label.csv", good_labels);
+    write(c.file, c.text);
+    auto r = run(train);
+    EXPECT_EQ(r.code, 2) << c.file << ": " << c.text << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos)
+        << "message should say '" << c.expect << "'\n" << r.out;
+  }
+}
+
 TEST_F(Cli, MalformedFileNamesFileAndLine) {
   {
     std::ofstream f(path("bad.mtx"));

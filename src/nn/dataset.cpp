@@ -33,6 +33,9 @@ std::string csv_path(const std::string& base) {
   return "";
 }
 
+// Labels of an OGB directory are class ids below this (io's bound for a dataset directory's y.npy).
+constexpr int64_t kMaxClasses = int64_t{1} << 31;
+
 // Parses a CSV of numbers into rows of exactly `width` values (width < 0: learnt from line 1).
 struct Csv {
   std::vector<double> values;
@@ -56,22 +59,24 @@ Csv read_csv_numbers(const std::string& path, int64_t width) {
       p = eol + 1;
       continue;
     }
-    while (q < eol) {
+    for (;;) {
+      // Each field is parsed from its own copy: strtod skips leading whitespace, newlines
+      // included, so on the buffer itself a blank field ("1,\t") read the next line's number and
+      // shifted every value after it; an empty field (a trailing comma) is an error too.
+      const char* comma = static_cast<const char*>(std::memchr(q, ',', size_t(eol - q)));
+      const char* field_end = comma ? comma : eol;
+      std::string field(q, field_end);
+      while (!field.empty() && (field.back() == ' ' || field.back() == '\r')) field.pop_back();
       char* stop = nullptr;
       errno = 0;
-      const double v = std::strtod(q, &stop);
-      SPGNN_CHECK(stop != q && errno != ERANGE, FormatError, path, ":", line,
-                  ": expected a number at column ", count + 1, ", found '",
-                  std::string(q, size_t(std::min<ptrdiff_t>(eol - q, 20))), "'");
+      const double v = std::strtod(field.c_str(), &stop);
+      SPGNN_CHECK(!field.empty() && stop == field.c_str() + field.size() && errno != ERANGE,
+                  FormatError, path, ":", line, ": expected a number at column ", count + 1,
+                  ", found '", field.substr(0, 20), "'");
       out.values.push_back(v);
       ++count;
-      q = stop;
-      while (q < eol && (*q == ' ' || *q == '\r')) ++q;
-      if (q < eol) {
-        SPGNN_CHECK(*q == ',', FormatError, path, ":", line, ": expected ',' after column ", count,
-                    ", found '", *q, "'");
-        ++q;
-      }
+      if (!comma) break;
+      q = comma + 1;
     }
     if (out.width < 0) out.width = count;
     SPGNN_CHECK(count == out.width, FormatError, path, ":", line, ": found ", count,
@@ -319,10 +324,14 @@ Dataset read_ogb_dir(const std::string& dir_in, const DatasetOptions& options) {
   int64_t max_label = -1;
   for (int64_t i = 0; i < n; ++i) {
     const double v = y.values[size_t(i)];
-    // OGB marks unlabelled nodes with NaN; spgnn uses -1.
+    // OGB marks unlabelled nodes with NaN; spgnn uses -1. The range is checked before the
+    // conversion (a double beyond int64 does not convert), and it is the bound of dataset
+    // directories' y.npy: the class count sizes the model's output layer, so a corrupt label
+    // must not ask for billions of outputs.
+    SPGNN_CHECK(std::isnan(v) || (v >= -1 && v < double(kMaxClasses) && v == std::floor(v)),
+                FormatError, label, ":", i + 1, ": label ", v,
+                " is not a class id (an integer in [-1, ", kMaxClasses, "), or NaN for unlabelled)");
     const int64_t l = std::isnan(v) ? -1 : int64_t(v);
-    SPGNN_CHECK(l >= -1 && (std::isnan(v) || double(l) == v), FormatError, label, ":", i + 1,
-                ": label ", v, " is not a class id");
     d.y.data<int64_t>()[i] = l;
     max_label = std::max(max_label, l);
   }
@@ -334,6 +343,9 @@ Dataset read_ogb_dir(const std::string& dir_in, const DatasetOptions& options) {
     const double s = e.values[size_t(2 * i)], t = e.values[size_t(2 * i + 1)];
     SPGNN_CHECK(s >= 0 && t >= 0 && s < double(n) && t < double(n), FormatError, edge, ":", i + 1,
                 ": edge (", s, ", ", t, ") names a vertex outside [0, ", n, ")");
+    // Vertex ids are integers: "0.5,1.7" is a corrupt line, not the edge (0, 1).
+    SPGNN_CHECK(s == std::floor(s) && t == std::floor(t), FormatError, edge, ":", i + 1, ": edge (",
+                s, ", ", t, ") names a vertex that is not an integer");
     // OGB lists (source, target); spgnn's row is the receiving vertex.
     r[size_t(i)] = int64_t(t);
     c[size_t(i)] = int64_t(s);
