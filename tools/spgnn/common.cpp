@@ -57,8 +57,8 @@ Graph load_graph(const std::string& spec_in, const ReadOptions& options, bool sh
   // read past the vector; it names no file either, so say what a spec is.
   SPGNN_CHECK(!spec_in.empty(), InvalidArgument,
               "graph spec is empty: expected a graph file, a dataset directory or a generator "
-              "(rmat:SCALE[:EDGE_FACTOR[:SEED]], er:N:AVG_DEGREE[:SEED], planted:N[:CLASSES[:SEED]], "
-              "builtin)");
+              "(rmat:SCALE[:EDGE_FACTOR[:SEED]], er:N:AVG_DEGREE[:SEED], "
+              "planted:N[:CLASSES[:SEED]], builtin)");
   const std::string spec = spec_in == "builtin" ? "rmat:16:16:1" : spec_in;
   BuildOptions build = options.build;
   if (spec_in == "builtin") build.symmetrize = true;
