@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -293,6 +296,39 @@ TEST_F(Cli, MalformedOgbCsvNamesFileAndLine) {
     EXPECT_NE(r.out.find(c.expect), std::string::npos)
         << "message should say '" << c.expect << "'\n" << r.out;
   }
+}
+
+// A checkpoint is refused, naming the file, when bytes follow its last parameter (they were
+// ignored) or a weight is not finite (it loaded, and evaluation or training went on with NaN).
+TEST_F(Cli, CorruptCheckpointIsRefused) {
+  const std::string data = path("data"), ckpt = path("m.ckpt");
+  ASSERT_EQ(run("generate planted --n 60 --classes 3 --feature-dim 4 -o " + data).code, 0);
+  const std::string train = "train --device cpu --hidden 4 --dataset " + data;
+  auto saved = run(train + " --epochs 1 --save " + ckpt);
+  ASSERT_EQ(saved.code, 0) << saved.out;
+  std::string bytes;
+  {
+    std::ifstream in(ckpt, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(bytes.size(), 4u);
+  auto load = [&](const std::string& content) {
+    std::ofstream(ckpt, std::ios::binary | std::ios::trunc) << content;
+    return run(train + " --epochs 0 --load " + ckpt);
+  };
+  auto ok = load(bytes);
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  auto trailing = load(bytes + bytes);
+  EXPECT_EQ(trailing.code, 2) << trailing.out;
+  EXPECT_NE(trailing.out.find(ckpt + ": " + std::to_string(bytes.size()) + " trailing bytes"),
+            std::string::npos) << trailing.out;
+  std::string nan_weight = bytes;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(&nan_weight[nan_weight.size() - sizeof nan], &nan, sizeof nan);  // the last weight
+  auto bad = load(nan_weight);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find(ckpt + ": parameter"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("holds nan"), std::string::npos) << bad.out;
 }
 
 TEST_F(Cli, MalformedFileNamesFileAndLine) {

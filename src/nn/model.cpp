@@ -316,11 +316,23 @@ void Model::load(const std::string& path) {
                 "' has the wrong shape for this model");
     Tensor h = Tensor::empty(shape, DType::f32);
     r.bytes(h.raw(), h.nbytes());
+    // Training stops at a non-finite loss, so save() never writes NaN/Inf: one here is
+    // corruption, and loading it would surface later as a NaN loss that names no file.
+    const float* v = h.data<float>();
+    for (int64_t i = 0; i < h.numel(); ++i) {
+      SPGNN_CHECK(std::isfinite(v[i]), FormatError, path, ": parameter '", name, "' holds ",
+                  v[i], " at index ", i, " (a saved model is finite; the file is corrupt)");
+    }
     if (p->value.dtype() != DType::f32) h = h.astype(p->value.dtype());
     p->value.copy_from(h);
     p->m = Tensor();
     p->v = Tensor();
   }
+  // save() writes nothing after the last parameter: more bytes mean a corrupt file or several
+  // files run together, whose first model would otherwise load as if it were the whole file.
+  SPGNN_CHECK(r.pos == buf.size(), FormatError, path, ": ", buf.size() - r.pos,
+              " trailing bytes after the last parameter (expected the file to end at byte ",
+              r.pos, "); the checkpoint is corrupt");
 }
 
 // ---- training ------------------------------------------------------------------------------------
