@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <typeinfo>
 #include <random>
@@ -1275,6 +1276,19 @@ TEST_F(IoTest, DatasetLabelsAreBounded) {
   write_dataset_dir(d, path("ds"));
   expect_error([&] { read_dataset_dir(path("ds")); },
                {path("ds/y.npy"), "y[1]", "implausibly large"});
+}
+
+// Was: a NaN/Inf in x.npy was read, and training reported an accuracy computed from it.
+TEST_F(IoTest, DatasetFeaturesMustBeFinite) {
+  Dataset d;
+  d.graph = graph_from_edges(2, 2, {0, 1}, {1, 0});
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::infinity()}) {
+    d.x = Tensor::from_vector<float>({0.5f, 1.f, 2.f, bad}, {2, 2});
+    write_dataset_dir(d, path("ds"));
+    expect_error([&] { read_dataset_dir(path("ds")); },
+                 {path("ds/x.npy"), "x[1, 1]", std::isnan(bad) ? "NaN" : "infinite"});
+  }
 }
 
 // Was: n_rows=/n_cols= of spgnn's SNAP header sized the id table unchecked: std::length_error

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -230,6 +231,19 @@ Dataset read_dataset_dir(const std::string& dir, const ReadOptions& options) {
     if (d.x.dtype() != DType::f32) {
       io::throw_format(p, 0, std::string("features must be float32 (or float64, float16), found ") +
                                  dtype_name(d.x.dtype()));
+    }
+    // A NaN or Inf feature does not fail training: ReLU and max turn some NaNs into numbers, so
+    // the run ends with an accuracy computed from garbage. Graph readers refuse non-finite edge
+    // values for the same reason.
+    const float* xv = d.x.data<float>();
+    const int64_t width = d.x.dim(1);
+    for (int64_t i = 0; i < d.x.numel(); ++i) {
+      if (!std::isfinite(xv[i])) {
+        io::throw_format(p, 0, "feature x[" + std::to_string(i / width) + ", " +
+                                   std::to_string(i % width) + "] is " +
+                                   (std::isnan(xv[i]) ? "NaN" : "infinite") +
+                                   "; features must be finite");
+      }
     }
     n = d.x.dim(0);
   }
