@@ -265,7 +265,8 @@ TEST_F(Cli, MalformedOgbCsvNamesFileAndLine) {
   auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir + "/" + name, std::ios::binary) << text;
   };
-  write("raw/node-feat.csv", "0.5,1\n1,0\n0,0.25\n2,2\n");
+  const std::string good_features = "0.5,1\n1,0\n0,0.25\n2,2\n";
+  write("raw/node-feat.csv", good_features);
   write("split/time/train.csv", "0\n1\n");
   write("split/time/valid.csv", "2\n");
   write("split/time/test.csv", "3\n");
@@ -284,12 +285,15 @@ TEST_F(Cli, MalformedOgbCsvNamesFileAndLine) {
       {"raw/edge.csv", "0,1\n1,\t\n3,2\n", "edge.csv:2: expected a number at column 2"},
       {"raw/edge.csv", "0,1\n1,2,\n3,2\n", "edge.csv:2: expected a number at column 3"},
       {"raw/node-label.csv", "0\n1\n1e30\n1\n", "node-label.csv:3: label 1e+30 is not a class id"},
+      {"raw/node-feat.csv", "0.5,1\n1,0\n0,nan\n2,2\n",
+       "node-feat.csv:3: feature nan at column 2 is not finite"},
       {"raw/node-label.csv", "0\n1\n1099511627776\n1\n",
        "node-label.csv:3: label 1.09951e+12 is not a class id"},
   };
   for (const auto& c : cases) {
     write("raw/edge.csv", good_edges);
     write("raw/node-label.csv", good_labels);
+    write("raw/node-feat.csv", good_features);
     write(c.file, c.text);
     auto r = run(train);
     EXPECT_EQ(r.code, 2) << c.file << ": " << c.text << "\n" << r.out;

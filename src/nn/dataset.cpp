@@ -314,6 +314,13 @@ Dataset read_ogb_dir(const std::string& dir_in, const DatasetOptions& options) {
   d.name = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
   const Csv x = read_csv_numbers(feat, -1);
   const int64_t n = x.rows;
+  // strtod reads "nan"/"inf" (labels use NaN for unlabelled), but a non-finite feature would be
+  // trained on silently, as io refuses for a dataset directory's x.npy.
+  for (size_t i = 0; i < x.values.size(); ++i) {
+    SPGNN_CHECK(std::isfinite(x.values[i]), FormatError, feat, ":", int64_t(i) / x.width + 1,
+                ": feature ", x.values[i], " at column ", int64_t(i) % x.width + 1,
+                " is not finite");
+  }
   d.x = Tensor::empty({n, x.width}, DType::f32);
   std::transform(x.values.begin(), x.values.end(), d.x.data<float>(), [](double v) { return float(v); });
 
