@@ -198,6 +198,26 @@ TEST_F(Cli, PartitionDatasetDirectory) {
   ASSERT_EQ(forced.code, 0) << forced.out;
   EXPECT_EQ(nlohmann::json::parse(forced.out)["parts"], 2);
   EXPECT_FALSE(fs::exists(path("p3/part-2")));
+  // --force replaces an earlier partition only: never the input file, another directory, or a
+  // partition that holds the input (each would be deleted whole).
+  ASSERT_EQ(run("generate er --n 100 --avg-degree 4 -o " + path("g.mtx")).code, 0);
+  const std::uintmax_t g_size = fs::file_size(path("g.mtx"));
+  auto onto_input = run("partition " + path("g.mtx") + " -o " + path("g.mtx") + " --force");
+  EXPECT_NE(onto_input.code, 0);
+  EXPECT_NE(onto_input.out.find("is not a partition directory"), std::string::npos)
+      << onto_input.out;
+  EXPECT_EQ(fs::file_size(path("g.mtx")), g_size);
+  fs::create_directories(path("other"));
+  { std::ofstream(path("other/keep.txt")) << "mine\n"; }
+  auto onto_dir = run("partition " + path("g.mtx") + " -o " + path("other") + " --force");
+  EXPECT_NE(onto_dir.code, 0);
+  EXPECT_NE(onto_dir.out.find("is not a partition directory"), std::string::npos) << onto_dir.out;
+  EXPECT_TRUE(fs::exists(path("other/keep.txt")));
+  fs::copy_file(path("g.mtx"), path("p3/g.mtx"));
+  auto holds_input = run("partition " + path("p3/g.mtx") + " -o " + path("p3") + " --force");
+  EXPECT_NE(holds_input.code, 0);
+  EXPECT_NE(holds_input.out.find("lies inside it"), std::string::npos) << holds_input.out;
+  EXPECT_TRUE(fs::exists(path("p3/g.mtx")));
   auto flags = run("partition " + path("ds") + " -o " + path("p4") + " --self-loops add");
   EXPECT_NE(flags.code, 0);
   EXPECT_NE(flags.out.find("only --symmetrize and --edge-index-rows"), std::string::npos)

@@ -72,7 +72,8 @@ std::vector<LocalPart> build_local_parts(const Graph& g, const std::vector<int32
 // global_ids.npy, halo_offsets.npy, send_offsets.npy, send_ids.npy, and the dataset's arrays
 // split by owner (x.npy, y.npy rows of owned vertices; train_idx/val_idx/test_idx.npy as local
 // ids) when the dataset has them. Written under a temporary name and renamed; an existing `dir`
-// is an error unless `overwrite`.
+// is an error unless `overwrite`, and even then only an earlier partition directory that does
+// not hold the input (`meta.source`) is replaced (check_partition_output).
 struct PartitionMeta {
   int64_t parts = 0;
   std::string method, note, source;
@@ -82,6 +83,9 @@ struct PartitionMeta {
 void write_partition_dir(const Dataset& d, const std::vector<int32_t>& owner,
                          const std::vector<LocalPart>& parts, const PartitionMeta& meta,
                          const std::string& dir, bool overwrite = false);
+// What write_partition_dir refuses about `dir`, checked before any work (InvalidArgument):
+// callers run it first so that a long partitioning does not end in that error.
+void check_partition_output(const std::string& dir, const std::string& source, bool overwrite);
 
 // One part read back, checked against meta.json and the other files (sizes, offsets, ids in
 // range): a part that is missing, or files that disagree, raise FormatError naming the file.

@@ -3,6 +3,7 @@
 // with every file checked against meta.json.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -77,12 +78,43 @@ json summary_json(const PartitionMeta& m, const std::vector<LocalPart>& parts) {
   return j;
 }
 
+// meta.json parses and names the partition format (a cheap test; reading checks the rest).
+bool looks_like_partition_dir(const fs::path& dir) {
+  const fs::path meta = dir / "meta.json";
+  if (!fs::is_regular_file(meta)) return false;
+  try {
+    const json j = json::parse(read_file_decompressed(meta.string()));
+    return j.is_object() && j.contains("format") && j.at("format") == kFormat;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 std::string unique_suffix() {
   std::random_device rd;
   return std::to_string(::getpid()) + "-" + std::to_string(rd());
 }
 
 }  // namespace
+
+void check_partition_output(const std::string& dir, const std::string& source, bool overwrite) {
+  const fs::path target(dir);
+  SPGNN_CHECK(overwrite || !fs::exists(target), InvalidArgument, dir,
+              ": already exists (remove it, or overwrite it with --force)");
+  if (fs::exists(target)) {
+    // Overwriting removes the old tree whole, so it must be an earlier partition and nothing
+    // else: `-o . --force`, or `-o` naming the input graph file, would otherwise delete it.
+    SPGNN_CHECK(fs::is_directory(target) && looks_like_partition_dir(target), InvalidArgument,
+                dir, ": exists and is not a partition directory written by `spgnn partition` "
+                "(no meta.json of format \"", kFormat, "\"); refusing to replace it");
+    if (!source.empty() && fs::exists(source)) {
+      const fs::path src = fs::weakly_canonical(source), out = fs::weakly_canonical(target);
+      const auto mismatch = std::mismatch(out.begin(), out.end(), src.begin(), src.end());
+      SPGNN_CHECK(mismatch.first != out.end(), InvalidArgument, dir,
+                  ": the input ", source, " lies inside it; write the partition elsewhere");
+    }
+  }
+}
 
 void write_partition_dir(const Dataset& d, const std::vector<int32_t>& owner,
                          const std::vector<LocalPart>& parts, const PartitionMeta& meta,
@@ -92,9 +124,8 @@ void write_partition_dir(const Dataset& d, const std::vector<int32_t>& owner,
               "write_partition_dir: ", owner.size(), " owners for ", n, " vertices");
   SPGNN_CHECK(static_cast<int64_t>(parts.size()) == meta.parts, InvalidArgument,
               "write_partition_dir: ", parts.size(), " parts but meta says ", meta.parts);
+  check_partition_output(dir, meta.source, overwrite);
   const fs::path target(dir);
-  SPGNN_CHECK(overwrite || !fs::exists(target), InvalidArgument, dir,
-              ": already exists (remove it, or overwrite it with --force)");
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   fs::create_directories(parent);
   const fs::path tmp = parent / ("." + target.filename().string() + ".tmp-" + unique_suffix());

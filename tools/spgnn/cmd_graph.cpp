@@ -261,15 +261,15 @@ void register_partition(CLI::App& app) {
   cmd->add_option("--imbalance", o->imbalance,
                   "Allowed load of the heaviest part over the mean (metis, ldg)")
       ->capture_default_str();
-  cmd->add_flag("--force", o->force, "Replace an existing output directory");
+  cmd->add_flag("--force", o->force,
+                "Replace an existing partition directory (never another file or directory)");
   cmd->add_option("--format", o->format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
   add_load_flags(*cmd, o->flags);
   cmd->callback([o] {
     SPGNN_CHECK(o->parts >= 1, InvalidArgument, "--parts must be >= 1, got ", o->parts);
-    SPGNN_CHECK(o->force || !std::filesystem::exists(o->out), InvalidArgument, "-o ", o->out,
-                ": already exists (remove it, or pass --force to replace it)");
+    check_partition_output(o->out, o->in, o->force);  // before the work, not after it
     Dataset d;
     if (std::filesystem::is_directory(o->in)) {  // features, labels and splits come along
       const LoadFlags defaults;
