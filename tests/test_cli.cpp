@@ -123,6 +123,24 @@ TEST_F(Cli, TrainFloat16ReportsItsLossScale) {
   EXPECT_NE(bad.out.find("f64"), std::string::npos) << bad.out;
 }
 
+// planted:N:C:SEED generates its data from SEED (it was parsed with stoll, which read "3:7" as 3
+// and dropped the seed, so every SEED trained on the same graph); --seed is the fallback.
+TEST_F(Cli, TrainPlantedSpecUsesItsSeed) {
+  auto loss = [&](const std::string& args) {
+    auto r = run("train --model gcn --epochs 1 --device cpu --format json " + args);
+    EXPECT_EQ(r.code, 0) << r.out;
+    const size_t at = r.out.rfind("\n{");
+    return nlohmann::json::parse(at == std::string::npos ? r.out : r.out.substr(at + 1))
+        ["final_loss"].get<double>();
+  };
+  const double s7 = loss("--dataset planted:300:3:7 --seed 1");
+  EXPECT_NE(s7, loss("--dataset planted:300:3:8 --seed 1"));
+  EXPECT_NE(loss("--dataset planted:300:3 --seed 1"), loss("--dataset planted:300:3 --seed 2"));
+  auto bad = run("train --epochs 1 --device cpu --dataset planted:300:3x");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("CLASSES must be an integer"), std::string::npos) << bad.out;
+}
+
 // With --eval-every N the epochs in between are not evaluated: their accuracies are null in the
 // JSON history and the progress lines name the epoch their accuracies come from (they printed
 // 0.000, which read as a collapsed model).

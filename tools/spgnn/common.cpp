@@ -52,6 +52,17 @@ std::string describe_spec(const std::string& spec) {
   return spec;
 }
 
+PlantedPartitionParams planted_params(const std::string& spec, uint64_t default_seed) {
+  const auto f = split(spec, ':');
+  SPGNN_CHECK(f.size() >= 2 && f.size() <= 4 && f[0] == "planted", InvalidArgument,
+              "graph spec '", spec, "': expected planted:N[:CLASSES[:SEED]]");
+  PlantedPartitionParams p;
+  p.n = to_int(spec, f[1], "N", 2, int64_t{1} << 32);
+  if (f.size() > 2) p.num_classes = to_int(spec, f[2], "CLASSES", 2, 1 << 16);
+  p.seed = f.size() > 3 ? uint64_t(to_int(spec, f[3], "SEED", 0, INT64_MAX)) : default_seed;
+  return p;
+}
+
 Graph load_graph(const std::string& spec_in, const ReadOptions& options, bool show_progress) {
   // An empty spec (`info ""`, `--graph ""`) splits into no fields at all, so f[0] below would
   // read past the vector; it names no file either, so say what a spec is.
@@ -86,15 +97,8 @@ Graph load_graph(const std::string& spec_in, const ReadOptions& options, bool sh
     prog.done();
     return g;
   }
-  if (f[0] == "planted" && spec.find(':') != std::string::npos) {
-    SPGNN_CHECK(f.size() >= 2 && f.size() <= 4, InvalidArgument, "graph spec '", spec,
-                "': expected planted:N[:CLASSES[:SEED]]");
-    PlantedPartitionParams p;
-    p.n = to_int(spec, f[1], "N", 2, int64_t{1} << 32);
-    if (f.size() > 2) p.num_classes = to_int(spec, f[2], "CLASSES", 2, 1 << 16);
-    if (f.size() > 3) p.seed = uint64_t(to_int(spec, f[3], "SEED", 0, INT64_MAX));
-    return generate_planted_partition(p).graph;
-  }
+  if (f[0] == "planted" && spec.find(':') != std::string::npos)
+    return generate_planted_partition(planted_params(spec, PlantedPartitionParams{}.seed)).graph;
   ReadOptions ro = options;
   ro.build = build;
   Progress prog("reading " + spec, show_progress);

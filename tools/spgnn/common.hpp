@@ -16,6 +16,9 @@ namespace spgnn::cli {
 bool is_generator_spec(const std::string& spec);
 Graph load_graph(const std::string& spec, const ReadOptions& options, bool show_progress);
 std::string describe_spec(const std::string& spec);
+// The parameters of a planted:N[:CLASSES[:SEED]] spec (checked like load_graph's); the seed is
+// `default_seed` when the spec gives none.
+PlantedPartitionParams planted_params(const std::string& spec, uint64_t default_seed);
 
 // A one-line progress display on stderr, shown only when stderr is a terminal.
 class Progress {
