@@ -1004,5 +1004,34 @@ TEST(NnDataset, SplitMasksAsAnAlternativeToIndexFiles) {
   ASSERT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
 }
 
+// Index files can list a vertex twice or in two splits (masks cannot): both are refused, naming
+// the vertex and the splits, since the loss or the accuracy would count it twice, or the model
+// would be evaluated on vertices it trained on.
+TEST(NnDataset, IndexSplitsMustNotOverlapOrRepeat) {
+  const Dataset good = nn::load_dataset("builtin");
+  nn::check_dataset(good);
+  auto expect_error = [](const Dataset& d, const std::string& what) {
+    try {
+      nn::check_dataset(d);
+      ADD_FAILURE() << "expected an error mentioning '" << what << "'";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  auto with = [](const Tensor& t, int64_t extra) {
+    std::vector<int64_t> v(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+    v.push_back(extra);
+    return Tensor::from_vector(v);
+  };
+  const int64_t first_train = good.train_idx.data<int64_t>()[0];
+  Dataset leak = good;
+  leak.test_idx = with(good.test_idx, first_train);
+  expect_error(leak, "vertex " + std::to_string(first_train) + " is in both the train and the "
+                     "test split");
+  Dataset twice = good;
+  twice.val_idx = with(good.val_idx, good.val_idx.data<int64_t>()[2]);
+  expect_error(twice, "is listed twice in the val split");
+}
+
 }  // namespace
 }  // namespace spgnn::test

@@ -262,6 +262,22 @@ void check_dataset(const Dataset& d) {
   }
   SPGNN_CHECK(d.train_idx.numel() > 0, InvalidArgument, "dataset '", d.name,
               "': the train split is empty");
+  // A vertex listed twice would count twice in the loss or the accuracy, and one in two splits
+  // would be evaluated on what it trained on; masks cannot express either, index files can.
+  std::vector<int8_t> owner(static_cast<size_t>(n), -1);
+  for (int k = 0; k < 3; ++k) {
+    const Tensor h = splits[k].second->to(Device::cpu());
+    const int64_t* p = h.data<int64_t>();
+    for (int64_t i = 0; i < h.numel(); ++i) {
+      int8_t& o = owner[static_cast<size_t>(p[i])];
+      SPGNN_CHECK(o != k, InvalidArgument, "dataset '", d.name, "': vertex ", p[i],
+                  " is listed twice in the ", splits[k].first, " split");
+      SPGNN_CHECK(o < 0, InvalidArgument, "dataset '", d.name, "': vertex ", p[i],
+                  " is in both the ", splits[o < 0 ? 0 : o].first, " and the ", splits[k].first,
+                  " split (splits must not overlap)");
+      o = int8_t(k);
+    }
+  }
 }
 
 Dataset synthetic_dataset(Graph g, int64_t features, int64_t classes, uint64_t seed) {
