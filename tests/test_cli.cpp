@@ -371,6 +371,16 @@ TEST_F(Cli, CorruptCheckpointIsRefused) {
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find(ckpt + ": parameter"), std::string::npos) << bad.out;
   EXPECT_NE(bad.out.find("holds nan"), std::string::npos) << bad.out;
+  // A config number with trailing junk (std::stoull read "1x" as 1); same length, so only the
+  // field is wrong.
+  std::string junk = bytes;
+  const size_t at = junk.find("\nseed=1\n");
+  ASSERT_NE(at, std::string::npos);
+  junk[at + 7] = 'x';
+  auto bad_seed = load(junk);
+  EXPECT_EQ(bad_seed.code, 2) << bad_seed.out;
+  EXPECT_NE(bad_seed.out.find("'seed=1x' is not an unsigned integer"), std::string::npos)
+      << bad_seed.out;
 }
 
 TEST_F(Cli, MalformedFileNamesFileAndLine) {

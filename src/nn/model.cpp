@@ -2,8 +2,11 @@
 #include "spgnn/nn/model.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -207,22 +210,49 @@ ModelConfig parse_config_text(const std::string& text, const std::string& path) 
     SPGNN_CHECK(it != kv.end(), FormatError, path, ": checkpoint config lacks '", k, "'");
     return it->second;
   };
+  // Whole fields only: std::stoll read "4abc" as 4 and " 4" past its blank.
+  auto integer = [&](const char* k, const std::string& v) -> long long {
+    char* end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(v.c_str(), &end, 10);
+    SPGNN_CHECK(!v.empty() && !std::isspace(static_cast<unsigned char>(v[0])) && *end == '\0' &&
+                    errno == 0,
+                FormatError, path, ": checkpoint config '", k, "=", v, "' is not an integer");
+    return x;
+  };
+  auto real = [&](const char* k) -> double {
+    const std::string& v = need(k);
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    SPGNN_CHECK(!v.empty() && !std::isspace(static_cast<unsigned char>(v[0])) && *end == '\0' &&
+                    std::isfinite(x),
+                FormatError, path, ": checkpoint config '", k, "=", v, "' is not a number");
+    return x;
+  };
   ModelConfig c;
   try {
     c.kind = parse_conv_kind(need("kind"));
-    c.in = std::stoll(need("in"));
-    c.hidden = std::stoll(need("hidden"));
-    c.classes = std::stoll(need("classes"));
-    c.layers = std::stoll(need("layers"));
-    c.heads = std::stoll(need("heads"));
-    c.maxk = std::stoll(need("maxk"));
-    c.dropout = std::stod(need("dropout"));
-    c.attn_dropout = std::stod(need("attn_dropout"));
-    c.seed = std::stoull(need("seed"));
-    if (auto it = kv.find("train_eps"); it != kv.end()) c.train_eps = std::stoll(it->second) != 0;
-  } catch (const std::logic_error& e) {
+  } catch (const std::exception& e) {
     throw FormatError(path + ": checkpoint config is malformed (" + e.what() + ")");
   }
+  c.in = integer("in", need("in"));
+  c.hidden = integer("hidden", need("hidden"));
+  c.classes = integer("classes", need("classes"));
+  c.layers = integer("layers", need("layers"));
+  c.heads = integer("heads", need("heads"));
+  c.maxk = integer("maxk", need("maxk"));
+  c.dropout = real("dropout");
+  c.attn_dropout = real("attn_dropout");
+  {  // the whole uint64 range (--seed takes any)
+    const std::string& v = need("seed");
+    char* end = nullptr;
+    errno = 0;
+    c.seed = std::strtoull(v.c_str(), &end, 10);
+    SPGNN_CHECK(!v.empty() && std::isdigit(static_cast<unsigned char>(v[0])) && *end == '\0' &&
+                    errno == 0,
+                FormatError, path, ": checkpoint config 'seed=", v, "' is not an unsigned integer");
+  }
+  if (auto it = kv.find("train_eps"); it != kv.end()) c.train_eps = integer("train_eps", it->second) != 0;
   return c;
 }
 
