@@ -55,6 +55,28 @@ TEST_F(Cli, GenerateInfoConvertRoundTrip) {
   EXPECT_EQ(j2["degree"]["max"], j["degree"]["max"]);
 }
 
+// An edge_index .npy cannot keep edge values, a non-square shape or trailing isolated vertices:
+// convert still writes it (that is the format) but says what is lost, and stays quiet when
+// nothing is.
+TEST_F(Cli, ConvertToNpyWarnsAboutWhatTheFormatDrops) {
+  {
+    std::ofstream f(path("w.mtx"));
+    f << "%%MatrixMarket matrix coordinate real general\n10 10 2\n1 2 0.5\n2 1 2.0\n";
+  }
+  auto lossy = run("convert " + path("w.mtx") + " " + path("w.npy"));
+  ASSERT_EQ(lossy.code, 0) << lossy.out;
+  EXPECT_NE(lossy.out.find("warning: " + path("w.npy")), std::string::npos) << lossy.out;
+  EXPECT_NE(lossy.out.find("edge values"), std::string::npos) << lossy.out;
+  EXPECT_NE(lossy.out.find("its 10 vertices (read back as the largest id + 1 = 2)"),
+            std::string::npos) << lossy.out;
+  ASSERT_EQ(run("generate er --n 50 --avg-degree 6 -o " + path("e.spg")).code, 0);
+  auto clean = run("convert " + path("e.spg") + " " + path("e.npy"));
+  ASSERT_EQ(clean.code, 0) << clean.out;
+  EXPECT_EQ(clean.out.find("warning"), std::string::npos) << clean.out;
+  auto kept = run("convert " + path("w.mtx") + " " + path("w.spg"));
+  EXPECT_EQ(kept.out.find("warning"), std::string::npos) << kept.out;
+}
+
 TEST_F(Cli, InfoTableOnGeneratorSpec) {
   auto r = run("info rmat:8:4:2");
   ASSERT_EQ(r.code, 0) << r.out;

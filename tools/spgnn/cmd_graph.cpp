@@ -143,6 +143,34 @@ void register_generate(CLI::App& app) {
   });
 }
 
+// An edge_index .npy holds the edges only: reading it back infers n = the largest id + 1 and a
+// square graph, and has no edge values. Say so rather than drop them silently (.spg and .mtx
+// keep everything).
+void warn_what_npy_drops(const Graph& g, const std::string& out, GraphFormat to) {
+  const bool npy = to == GraphFormat::npy ||
+                   (to == GraphFormat::automatic &&
+                    std::filesystem::path(out).extension() == ".npy");
+  if (!npy) return;
+  int64_t max_id = -1;
+  for (const Tensor* t : {&g.row, &g.col}) {
+    const Tensor h = t->astype(DType::i64);
+    for (int64_t i = 0; i < h.numel(); ++i) max_id = std::max(max_id, h.data<int64_t>()[i]);
+  }
+  std::vector<std::string> lost;
+  if (g.has_values()) lost.push_back("its edge values");
+  if (g.n_rows != g.n_cols)
+    lost.push_back("its shape " + std::to_string(g.n_rows) + " x " + std::to_string(g.n_cols) +
+                   " (read back square)");
+  else if (g.n_rows != max_id + 1)
+    lost.push_back("its " + std::to_string(g.n_rows) + " vertices (read back as the largest id + 1 = " +
+                   std::to_string(max_id + 1) + ")");
+  if (lost.empty()) return;
+  std::string what = lost[0];
+  for (size_t i = 1; i < lost.size(); ++i) what += ", " + lost[i];
+  std::fprintf(stderr, "spgnn: warning: %s: an edge_index .npy stores edges only, so the graph loses "
+               "%s; write .spg or .mtx to keep them\n", out.c_str(), what.c_str());
+}
+
 void register_convert(CLI::App& app) {
   struct Opts {
     std::string in, out, to = "auto";
@@ -159,6 +187,7 @@ void register_convert(CLI::App& app) {
   add_load_flags(*cmd, o->flags);
   cmd->callback([o] {
     Graph g = load_with_flags(o->in, o->flags);
+    warn_what_npy_drops(g, o->out, parse_graph_format(o->to));
     Progress prog("writing " + o->out);
     write_graph(g, o->out, parse_graph_format(o->to));
     prog.done();
