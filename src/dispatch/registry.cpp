@@ -363,12 +363,13 @@ Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F, DType dtype) {
 // 3.46 on the H100 and 1.89 against 3.32 on the H200 (docs/BENCHMARKS.md, "Half SDDMM"), while
 // shuffle stays 3-4x ahead on the R-MAT graphs. At F = 128 the GPUs disagree (H100: shuffle
 // 6.32 against 6.74; H200: cuSPARSE 4.77 against 5.85), so shuffle keeps it. bfloat16 has no
-// cuSPARSE SDDMM in CUDA 13.
+// cuSPARSE SDDMM in CUDA 13. Only 16-byte rows (F % 8 == 0): the widths measured, and the
+// alignment cuSPARSE's half kernels are known to run with.
 bool cusparse_half_sddmm_pays(const DegreeStats& st, const SddmmProblem& p) {
   const bool uv = (p.lhs_target == Target::u && p.rhs_target == Target::v) ||
                   (p.lhs_target == Target::v && p.rhs_target == Target::u);
   return p.dtype == DType::f16 && p.op == SddmmOp::dot && uv && st.nnz >= kTinyNnz &&
-         regular_dense_rows(st) && p.F <= 64;
+         regular_dense_rows(st) && p.F <= 64 && p.F % 8 == 0;
 }
 
 Schedule gpu_sddmm_choice(const DegreeStats& st, const SddmmProblem& p) {

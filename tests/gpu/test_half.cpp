@@ -325,6 +325,7 @@ TEST(HalfGpu, AutoSddmmTakesCusparseForNarrowFloat16DotsOnRegularLongRows) {
       {&dense, "dense regular", DType::f16, SddmmOp::dot, 64, "cusparse"},
       {&dense, "dense regular", DType::f16, SddmmOp::dot, 16, "cusparse"},
       {&dense, "dense regular", DType::f16, SddmmOp::dot, 128, "shuffle"},
+      {&dense, "dense regular", DType::f16, SddmmOp::dot, 36, "shuffle"},  // rows not 16 bytes
       {&dense, "dense regular", DType::bf16, SddmmOp::dot, 64, "shuffle"},  // no cuSPARSE bf16
       {&dense, "dense regular", DType::f16, SddmmOp::mul, 64, "shuffle"},   // cuSPARSE: dot only
       {&rmat, "rmat", DType::f16, SddmmOp::dot, 64, "shuffle"},
