@@ -305,6 +305,14 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       {"partition rmat:6 -o " + path("p") + " --imbalance 0.5", "imbalance"},
       {"partition rmat:6", "output"},
       {"partition " + path("missing.mtx") + " -o " + path("p"), "missing.mtx"},
+      // Generator sizes no machine holds are refused up front, naming the generator or flag
+      // (they failed inside an allocation with a bare "out of memory").
+      {"info er:1099511627776:1000000", "erdos_renyi: 1099511627776 vertices"},
+      {"info rmat:36:65536", "rmat scale 36"},
+      {"train --dataset rmat:8 --features 100000000000 --epochs 1 --device cpu",
+       "synthetic features: 256 x 100000000000 floats"},
+      {"generate planted --n 2000000000 --feature-dim 100000 -o " + path("pl"),
+       "planted partition: n = 2000000000 with 100000 features"},
   };
   for (const auto& c : cases) {
     auto r = run(c.args);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/graph_internal.hpp"
+#include "io/io_internal.hpp"
 #include "spgnn/graph.hpp"
 
 namespace spgnn {
@@ -189,6 +190,20 @@ Tensor sorted_index_tensor(std::vector<int64_t>::const_iterator b,
 
 }  // namespace
 
+namespace {
+// A generator's sizes come from flags or specs (er:N:DEG, --n), not from bytes on disk, so
+// nothing bounds them: refuse, naming the generator, what cannot be built in memory instead of
+// failing inside an allocation with a bare "out of memory". The model is check_graph_fits's
+// (four 8-byte arrays per row while building, the edge arrays and their sort buffers).
+void check_generated_fits(const std::string& what, double n_rows, double nnz, double extra = 0) {
+  const double bytes = (n_rows + 1) * 32 + nnz * 40 + extra;
+  const double mem = static_cast<double>(io::physical_memory_bytes());
+  SPGNN_CHECK(bytes <= mem, InvalidArgument, what, " would need ",
+              static_cast<uint64_t>(bytes / 1048576), " MiB, more than this machine's ",
+              static_cast<uint64_t>(mem / 1048576), " MiB of memory");
+}
+}  // namespace
+
 Graph generate_rmat(const RmatParams& p, const BuildOptions& options) {
   SPGNN_CHECK(p.scale >= 0 && p.scale <= 40, InvalidArgument, "rmat scale ", p.scale,
               " is outside [0, 40]");
@@ -199,6 +214,8 @@ Graph generate_rmat(const RmatParams& p, const BuildOptions& options) {
               "rmat probabilities a=", p.a, " b=", p.b, " c=", p.c,
               " must be non-negative with a + b + c <= 1");
   const int64_t m = p.edge_factor << p.scale;
+  check_generated_fits("rmat scale " + std::to_string(p.scale) + " (" + std::to_string(m) + " edges)",
+                       std::ldexp(1.0, p.scale), static_cast<double>(m));
   if (p.scale <= 31) return rmat_impl<int32_t>(p, m, options);
   return rmat_impl<int64_t>(p, m, options);
 }
@@ -212,6 +229,9 @@ Graph generate_erdos_renyi(int64_t n, double avg_degree, uint64_t seed,
   SPGNN_CHECK(md < 9.0e18, InvalidArgument, "erdos_renyi: ", n, " x ", avg_degree,
               " edges is too many");
   const int64_t m = n == 0 ? 0 : static_cast<int64_t>(md);
+  check_generated_fits("erdos_renyi: " + std::to_string(n) + " vertices and " + std::to_string(m) +
+                           " edges",
+                       static_cast<double>(n), static_cast<double>(m));
   if (n <= std::numeric_limits<int32_t>::max()) return erdos_renyi_impl<int32_t>(n, m, seed, options);
   return erdos_renyi_impl<int64_t>(n, m, seed, options);
 }
@@ -234,6 +254,10 @@ Dataset generate_planted_partition(const PlantedPartitionParams& p) {
   SPGNN_CHECK(p.n <= std::numeric_limits<int32_t>::max(), InvalidArgument,
               "planted partition: n = ", p.n, " is too large");
   const int64_t n = p.n, k = p.num_classes, d = p.feature_dim;
+  check_generated_fits("planted partition: n = " + std::to_string(n) + " with " +
+                           std::to_string(d) + " features",
+                       static_cast<double>(n), static_cast<double>(n) * p.avg_degree,
+                       static_cast<double>(n) * static_cast<double>(d) * 4);
 
   // Balanced classes (i % k), shuffled so a class is not a contiguous id range.
   std::vector<int64_t> cls(static_cast<size_t>(n));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "io/io_internal.hpp"
 #include "spgnn/io.hpp"
 #include "spgnn/nn/model.hpp"
 
@@ -283,6 +284,11 @@ void check_dataset(const Dataset& d) {
 Dataset synthetic_dataset(Graph g, int64_t features, int64_t classes, uint64_t seed) {
   SPGNN_CHECK(features >= 1 && classes >= 2, InvalidArgument, "synthetic_dataset: needs features "
               ">= 1 and classes >= 2, got ", features, " and ", classes);
+  const double bytes = static_cast<double>(g.n_rows) * static_cast<double>(features) * 4;
+  const double mem = static_cast<double>(io::physical_memory_bytes());
+  SPGNN_CHECK(bytes <= mem, InvalidArgument, "synthetic features: ", g.n_rows, " x ", features,
+              " floats would need ", static_cast<uint64_t>(bytes / 1048576), " MiB, more than ",
+              "this machine's ", static_cast<uint64_t>(mem / 1048576), " MiB of memory (--features)");
   Dataset d;
   d.name = "synthetic";
   const int64_t n = g.n_rows;

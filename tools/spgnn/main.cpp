@@ -27,7 +27,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "spgnn: error: %s\n", e.what());
     return 2;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "spgnn: error: out of memory\n");
+    // Inputs and generators are checked against memory up front; what remains comes from the
+    // sizes the flags ask for (--hidden, --heads, --layers, --features, --dim, --reps).
+    std::fprintf(stderr, "spgnn: error: out of memory: the sizes this command asks for do not fit "
+                         "this machine (check flags such as --hidden, --heads, --features, --dim)\n");
     return 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "spgnn: error: %s\n", e.what());
