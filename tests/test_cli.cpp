@@ -370,8 +370,10 @@ TEST_F(Cli, MalformedOgbCsvNamesFileAndLine) {
   }
 }
 
-// A checkpoint is refused, naming the file, when bytes follow its last parameter (they were
-// ignored) or a weight is not finite (it loaded, and evaluation or training went on with NaN).
+// A checkpoint is refused, naming the file, when any byte of it changed (version 2 carries a
+// checksum: a flipped weight loaded silently before), and a version-1 file (no checksum) when
+// bytes follow its last parameter (they were ignored), a weight is not finite (it loaded, and
+// training went on with NaN) or a config number has trailing junk (std::stoull read "1x" as 1).
 TEST_F(Cli, CorruptCheckpointIsRefused) {
   const std::string data = path("data"), ckpt = path("m.ckpt");
   ASSERT_EQ(run("generate planted --n 60 --classes 3 --feature-dim 4 -o " + data).code, 0);
@@ -383,34 +385,43 @@ TEST_F(Cli, CorruptCheckpointIsRefused) {
     std::ifstream in(ckpt, std::ios::binary);
     bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
-  ASSERT_GT(bytes.size(), 4u);
+  ASSERT_GT(bytes.size(), 20u);
   auto load = [&](const std::string& content) {
     std::ofstream(ckpt, std::ios::binary | std::ios::trunc) << content;
     return run(train + " --epochs 0 --load " + ckpt);
   };
-  auto ok = load(bytes);
-  ASSERT_EQ(ok.code, 0) << ok.out;
-  auto trailing = load(bytes + bytes);
-  EXPECT_EQ(trailing.code, 2) << trailing.out;
-  EXPECT_NE(trailing.out.find(ckpt + ": " + std::to_string(bytes.size()) + " trailing bytes"),
-            std::string::npos) << trailing.out;
-  std::string nan_weight = bytes;
+  auto expect_refused = [&](const std::string& content, const std::string& what) {
+    auto r = load(content);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find(ckpt + ": "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(what), std::string::npos) << "expected '" << what << "': " << r.out;
+  };
+  ASSERT_EQ(load(bytes).code, 0);
+  std::string flipped = bytes;
+  flipped[flipped.size() - 12] ^= 0x01;  // the lowest bit of the last weight's last byte
+  expect_refused(flipped, "checksum mismatch");
+  expect_refused(bytes.substr(0, bytes.size() - 3), "checksum mismatch");
+  expect_refused(bytes + bytes, "checksum mismatch");
+
+  // The same file as version 1: no checksum (the last 8 bytes), version field 1.
+  std::string v1 = bytes.substr(0, bytes.size() - 8);
+  const uint32_t one = 1;
+  std::memcpy(&v1[8], &one, sizeof one);
+  ASSERT_EQ(load(v1).code, 0) << "version-1 checkpoints still load";
+  expect_refused(v1 + v1, std::to_string(v1.size()) + " trailing bytes");
+  std::string nan_weight = v1;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::memcpy(&nan_weight[nan_weight.size() - sizeof nan], &nan, sizeof nan);  // the last weight
-  auto bad = load(nan_weight);
-  EXPECT_EQ(bad.code, 2) << bad.out;
-  EXPECT_NE(bad.out.find(ckpt + ": parameter"), std::string::npos) << bad.out;
-  EXPECT_NE(bad.out.find("holds nan"), std::string::npos) << bad.out;
-  // A config number with trailing junk (std::stoull read "1x" as 1); same length, so only the
-  // field is wrong.
-  std::string junk = bytes;
+  expect_refused(nan_weight, "holds nan");
+  std::string junk = v1;
   const size_t at = junk.find("\nseed=1\n");
   ASSERT_NE(at, std::string::npos);
-  junk[at + 7] = 'x';
-  auto bad_seed = load(junk);
-  EXPECT_EQ(bad_seed.code, 2) << bad_seed.out;
-  EXPECT_NE(bad_seed.out.find("'seed=1x' is not an unsigned integer"), std::string::npos)
-      << bad_seed.out;
+  junk[at + 7] = 'x';  // same length: only the field is wrong
+  expect_refused(junk, "'seed=1x' is not an unsigned integer");
+  std::string v9 = bytes;
+  const uint32_t nine = 9;
+  std::memcpy(&v9[8], &nine, sizeof nine);
+  expect_refused(v9, "checkpoint version 9 is not supported");
 }
 
 TEST_F(Cli, MalformedFileNamesFileAndLine) {

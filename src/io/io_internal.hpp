@@ -23,6 +23,10 @@ namespace spgnn::io {
 // Throws FormatError "path:line: msg" (line <= 0: "path: msg").
 [[noreturn]] void throw_format(const std::string& path, int64_t line, const std::string& msg);
 
+// The .spg checksum of n bytes (spg.cpp describes it): detects corruption, not cryptographic;
+// the same value whatever the thread count. Checkpoints use it too.
+uint64_t hash_bytes(const void* data, uint64_t n);
+
 // Physical memory of the machine in bytes; the ceiling for any allocation a file may ask for.
 uint64_t physical_memory_bytes();
 // Refuses (FormatError naming the file and `what`) when `bytes` exceeds physical memory.

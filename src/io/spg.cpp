@@ -88,6 +88,9 @@ uint64_t hash_block(const unsigned char* p, uint64_t n) {
   return fmix(rotl(s[0], 1) + rotl(s[1], 7) + rotl(s[2], 12) + rotl(s[3], 18) + n);
 }
 
+}  // namespace
+
+namespace io {
 uint64_t hash_bytes(const void* data, uint64_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
   const int64_t nb = static_cast<int64_t>((n + kHashBlock - 1) / kHashBlock);
@@ -101,6 +104,10 @@ uint64_t hash_bytes(const void* data, uint64_t n) {
   for (uint64_t bh : blocks) h = fmix(h ^ bh) * kMul1 + 1;
   return h;
 }
+}  // namespace io
+
+namespace {
+using io::hash_bytes;
 
 uint64_t fold(uint64_t h, uint64_t array_hash) { return fmix(h * kMul1 ^ array_hash); }
 

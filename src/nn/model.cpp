@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "io/io_internal.hpp"
 #include "nn/layers_internal.hpp"
 #include "nn/profile.hpp"
 #include "spgnn/io.hpp"
@@ -184,7 +185,10 @@ int64_t Model::num_parameters() {
 
 namespace {
 constexpr char kMagic[8] = {'S', 'P', 'G', 'N', 'N', 'C', 'K', 'P'};
-constexpr uint32_t kVersion = 1;
+// Version 2 appends a checksum of every byte before it (io::hash_bytes), so a flipped weight is
+// refused instead of loaded; version 1 files (no checksum) still load.
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOldestVersion = 1;
 
 std::string config_text(const ModelConfig& c) {
   std::ostringstream os;
@@ -265,6 +269,7 @@ struct Reader {
   const std::string& buf;
   const std::string& path;
   size_t pos = 0;
+  size_t end = buf.size();  // parse range: a version-2 file's checksum lies past it
   template <class T>
   T get() {
     T v;
@@ -272,19 +277,21 @@ struct Reader {
     return v;
   }
   void bytes(void* dst, size_t n) {
-    SPGNN_CHECK(n <= buf.size() - pos, FormatError, path, ": checkpoint is truncated at byte ", pos);
+    SPGNN_CHECK(n <= end - pos, FormatError, path, ": checkpoint is truncated at byte ", pos);
     std::memcpy(dst, buf.data() + pos, n);
     pos += n;
   }
   std::string str() {
     const uint64_t n = get<uint64_t>();
-    SPGNN_CHECK(n <= buf.size() - pos, FormatError, path, ": checkpoint is truncated at byte ", pos);
+    SPGNN_CHECK(n <= end - pos, FormatError, path, ": checkpoint is truncated at byte ", pos);
     std::string s = buf.substr(pos, n);
     pos += n;
     return s;
   }
 };
 
+// Reads magic, version and config; returns the config text. From version 2 on, the last 8
+// bytes are the checksum of the rest, verified here and then left out of r's parse range.
 std::string read_header(const std::string& buf, const std::string& path, Reader& r) {
   char magic[8];
   SPGNN_CHECK(buf.size() >= 12, FormatError, path, ": not an spgnn checkpoint (too short)");
@@ -292,8 +299,18 @@ std::string read_header(const std::string& buf, const std::string& path, Reader&
   SPGNN_CHECK(std::memcmp(magic, kMagic, 8) == 0, FormatError, path,
               ": not an spgnn checkpoint (bad magic)");
   const uint32_t version = r.get<uint32_t>();
-  SPGNN_CHECK(version == kVersion, FormatError, path, ": checkpoint version ", version,
-              " is not supported (expected ", kVersion, ")");
+  SPGNN_CHECK(version >= kOldestVersion && version <= kVersion, FormatError, path,
+              ": checkpoint version ", version, " is not supported (this spgnn reads ",
+              kOldestVersion, " to ", kVersion, ")");
+  if (version >= 2) {
+    SPGNN_CHECK(buf.size() >= 12 + sizeof(uint64_t), FormatError, path,
+                ": checkpoint is truncated (no checksum)");
+    r.end = buf.size() - sizeof(uint64_t);
+    uint64_t stored;
+    std::memcpy(&stored, buf.data() + r.end, sizeof stored);
+    SPGNN_CHECK(stored == io::hash_bytes(buf.data(), r.end), FormatError, path,
+                ": checksum mismatch (the file is corrupt or truncated)");
+  }
   return r.str();
 }
 }  // namespace
@@ -316,6 +333,7 @@ void Model::save(const std::string& path) {
     for (int64_t d : h.shape()) put(buf, d);
     buf.append(static_cast<const char*>(h.raw()), h.nbytes());
   }
+  put(buf, io::hash_bytes(buf.data(), buf.size()));
   write_file_atomic(path, buf.data(), buf.size());
 }
 
@@ -360,7 +378,7 @@ void Model::load(const std::string& path) {
   }
   // save() writes nothing after the last parameter: more bytes mean a corrupt file or several
   // files run together, whose first model would otherwise load as if it were the whole file.
-  SPGNN_CHECK(r.pos == buf.size(), FormatError, path, ": ", buf.size() - r.pos,
+  SPGNN_CHECK(r.pos == r.end, FormatError, path, ": ", r.end - r.pos,
               " trailing bytes after the last parameter (expected the file to end at byte ",
               r.pos, "); the checkpoint is corrupt");
 }
