@@ -35,7 +35,7 @@ const char* graph_format_name(GraphFormat f);
 
 struct ReadOptions {
   BuildOptions build;            // canonicalisation applied after parsing
-  bool allow_nonfinite = false;  // NaN/Inf edge values are an error unless allowed
+  bool allow_nonfinite = false;  // NaN/Inf edge values (and x.npy features) are errors unless allowed
   bool keep_values = true;       // false drops edge values (pattern graph)
   EdgeIndexRows edge_index_rows = EdgeIndexRows::automatic;  // edge_index .npy inputs
   // Called with the fraction done (0..1) while parsing large inputs; may be empty.

@@ -28,13 +28,15 @@ def read_npy(path: str) -> torch.Tensor:
     return torch.from_dlpack(C.read_npy(str(path)))
 
 
-def read_dataset(path: str, edge_index_rows: str = "auto") -> SimpleNamespace:
+def read_dataset(path: str, edge_index_rows: str = "auto", *,
+                 allow_nonfinite: bool = False) -> SimpleNamespace:
     """A dataset directory as PyG-style fields: ``edge_index`` ([2, E], row 0 = source, row 1 =
     target, sorted by target), ``x``, ``y``, ``train_mask``/``val_mask``/``test_mask`` (and the
     ``*_idx`` arrays), ``num_nodes``, ``num_classes``. ``edge_index_rows`` says which row of the
     file's edge_index holds the sources: ``"src,dst"`` (PyG's), ``"dst,src"``, or ``"auto"``
-    (the directory's spgnn.json, else PyG's)."""
-    d = C.read_dataset(str(path), edge_index_rows)
+    (the directory's spgnn.json, else PyG's). NaN/Inf features are an error naming the entry
+    unless ``allow_nonfinite`` (for a script that imputes them itself)."""
+    d = C.read_dataset(str(path), edge_index_rows, bool(allow_nonfinite))
     out = SimpleNamespace(name=d["name"], num_nodes=d["num_nodes"],
                           num_classes=d["num_classes"])
     for key in ("edge_index", "x", "y", "train_idx", "val_idx", "test_idx"):

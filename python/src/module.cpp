@@ -400,9 +400,10 @@ NB_MODULE(_C, m) {
       "path"_a);
   m.def(
       "read_dataset",
-      [](const std::string& dir, const std::string& edge_index_rows) {
+      [](const std::string& dir, const std::string& edge_index_rows, bool allow_nonfinite) {
         ReadOptions ro;
         ro.edge_index_rows = parse_edge_index_rows(edge_index_rows);
+        ro.allow_nonfinite = allow_nonfinite;
         ro.build.duplicates = DuplicatePolicy::keep;
         ro.keep_values = false;
         Dataset d;
@@ -423,7 +424,7 @@ NB_MODULE(_C, m) {
           out[key] = t->defined() ? to_array(*t) : nb::none();
         return out;
       },
-      "dir"_a, "edge_index_rows"_a = "auto");
+      "dir"_a, "edge_index_rows"_a = "auto", "allow_nonfinite"_a = false);
 
   // One part of a partition directory (spgnn/partition.hpp), checked against its meta.json.
   m.def(

@@ -174,6 +174,21 @@ def test_a_graph_too_large_to_allocate_is_named():
         spgnn.Graph(torch.tensor([[0, 1], [1, 2]]), 2**50)
 
 
+def test_read_dataset_names_nonfinite_features_unless_allowed(tmp_path):
+    n = 6
+    np.save(tmp_path / "edge_index.npy", np.array([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]], np.int64))
+    x = np.ones((n, 3), np.float32)
+    x[4, 2] = np.nan
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", np.array([0, 1, 0, 1, 0, 1], np.int64))
+    for name, ids in (("train", [0, 1]), ("val", [2, 3]), ("test", [4, 5])):
+        np.save(tmp_path / f"{name}_idx.npy", np.array(ids, np.int64))
+    with pytest.raises(Exception, match=r"x\.npy.*feature x\[4, 2\] is NaN"):
+        spgnn.io.read_dataset(str(tmp_path))
+    d = spgnn.io.read_dataset(str(tmp_path), allow_nonfinite=True)
+    assert torch.isnan(d.x[4, 2]) and int(torch.isnan(d.x).sum()) == 1
+
+
 def test_handles_cannot_be_forged():
     with pytest.raises((ValueError, TypeError), match="graph handle"):
         torch.ops.spgnn.gspmm(torch.arange(5), "copy_u", "sum", torch.ones(5, 2), None, 5, "")

@@ -234,15 +234,17 @@ Dataset read_dataset_dir(const std::string& dir, const ReadOptions& options) {
     }
     // A NaN or Inf feature does not fail training: ReLU and max turn some NaNs into numbers, so
     // the run ends with an accuracy computed from garbage. Graph readers refuse non-finite edge
-    // values for the same reason.
+    // values for the same reason, and allow_nonfinite lets both through (a caller that imputes
+    // missing features itself).
     const float* xv = d.x.data<float>();
     const int64_t width = d.x.dim(1);
-    for (int64_t i = 0; i < d.x.numel(); ++i) {
+    for (int64_t i = 0; i < d.x.numel() && !options.allow_nonfinite; ++i) {
       if (!std::isfinite(xv[i])) {
         io::throw_format(p, 0, "feature x[" + std::to_string(i / width) + ", " +
                                    std::to_string(i % width) + "] is " +
                                    (std::isnan(xv[i]) ? "NaN" : "infinite") +
-                                   "; features must be finite");
+                                   "; features must be finite (ReadOptions.allow_nonfinite, "
+                                   "or allow_nonfinite=True in spgnn.io.read_dataset, accepts them)");
       }
     }
     n = d.x.dim(0);
