@@ -90,6 +90,12 @@ TEST(Auto, ExplicitSchedulesPassThroughAndAreChecked) {
   Schedule bad;
   bad.params["cost"] = 8;  // auto takes no parameters
   EXPECT_THROW(resolve_spmm_schedule(g, SpmmOp::copy_u, Reduce::sum, 8, bad), InvalidArgument);
+  // A parameter given twice, or a value with blanks or beyond int64, is an error, not one of
+  // them taken silently.
+  EXPECT_THROW(parse_schedule("cpu_mergepath:row_cost=1,row_cost=2"), InvalidArgument);
+  EXPECT_THROW(parse_schedule("cpu_mergepath:row_cost= 2"), InvalidArgument);
+  EXPECT_THROW(parse_schedule("cpu_mergepath:row_cost=99999999999999999999"), InvalidArgument);
+  EXPECT_EQ(parse_schedule("cpu_mergepath:row_cost=2").params.at("row_cost"), 2);
 }
 
 TEST(Auto, DefaultScheduleMatchesReference) {

@@ -1,5 +1,7 @@
 // Schedules: parsing, printing and checking against the registry's declared parameter spaces.
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <sstream>
 
@@ -35,9 +37,14 @@ Schedule parse_schedule(const std::string& text) {
                 "schedule '", text, "': parameter '", item, "' is not key=value");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     char* end = nullptr;
+    errno = 0;
     const long long v = std::strtoll(value.c_str(), &end, 10);
-    SPGNN_CHECK(end && *end == '\0', InvalidArgument, "schedule '", text, "': value of '", key,
+    SPGNN_CHECK(end && *end == '\0' && errno == 0 && !std::isspace(static_cast<unsigned char>(value[0])),
+                InvalidArgument, "schedule '", text, "': value of '", key,
                 "' must be an integer, got '", value, "'");
+    // "row_cost=1,row_cost=2" would otherwise run with one of the two silently.
+    SPGNN_CHECK(s.params.count(key) == 0, InvalidArgument, "schedule '", text, "': parameter '",
+                key, "' is given twice");
     s.params[key] = v;
   }
   return s;
