@@ -44,9 +44,12 @@ struct ReadOptions {
 
 Graph read_graph(const std::string& path, const ReadOptions& options = {},
                  GraphFormat format = GraphFormat::automatic);
-// Writes .spg / .mtx / SNAP edge list (by extension when automatic), atomically.
+// Writes .spg / .mtx / SNAP edge list / edge_index .npy (by extension when automatic),
+// atomically.
 void write_graph(const Graph& g, const std::string& path,
                  GraphFormat format = GraphFormat::automatic);
+// The format write_graph writes to `path` (`format`, or the one its extension names).
+GraphFormat output_format(const std::string& path, GraphFormat format = GraphFormat::automatic);
 
 Graph read_mtx(const std::string& path, const ReadOptions& options = {});
 void write_mtx(const Graph& g, const std::string& path);

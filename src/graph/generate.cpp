@@ -196,11 +196,7 @@ namespace {
 // failing inside an allocation with a bare "out of memory". The model is check_graph_fits's
 // (four 8-byte arrays per row while building, the edge arrays and their sort buffers).
 void check_generated_fits(const std::string& what, double n_rows, double nnz, double extra = 0) {
-  const double bytes = (n_rows + 1) * 32 + nnz * 40 + extra;
-  const double mem = static_cast<double>(io::physical_memory_bytes());
-  SPGNN_CHECK(bytes <= mem, InvalidArgument, what, " would need ",
-              static_cast<uint64_t>(bytes / 1048576), " MiB, more than this machine's ",
-              static_cast<uint64_t>(mem / 1048576), " MiB of memory");
+  io::require_memory((n_rows + 1) * 32 + nnz * 40 + extra, what);
 }
 }  // namespace
 

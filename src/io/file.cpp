@@ -54,6 +54,14 @@ uint64_t physical_memory_bytes() {
   return bytes;
 }
 
+void require_memory(double bytes, const std::string& what) {
+  // In double: the estimates may exceed 64 bits.
+  const double mem = static_cast<double>(physical_memory_bytes());
+  SPGNN_CHECK(bytes <= mem, InvalidArgument, what, " would need ",
+              static_cast<uint64_t>(std::min(bytes, 1e19) / 1048576), " MiB, more than this "
+              "machine's ", static_cast<uint64_t>(mem / 1048576), " MiB of memory");
+}
+
 void check_fits_in_memory(const std::string& path, int64_t line, uint64_t bytes,
                           const std::string& what) {
   const uint64_t mem = physical_memory_bytes();

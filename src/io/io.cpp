@@ -116,7 +116,7 @@ Graph read_graph(const std::string& path, const ReadOptions& options, GraphForma
   throw InvalidArgument("read_graph: bad format");
 }
 
-void write_graph(const Graph& g, const std::string& path, GraphFormat format) {
+GraphFormat output_format(const std::string& path, GraphFormat format) {
   if (format == GraphFormat::automatic) {
     const std::string name = lower(path);
     SPGNN_CHECK(!ends_with(name, ".gz") && !ends_with(name, ".zst"), InvalidArgument,
@@ -134,7 +134,11 @@ void write_graph(const Graph& g, const std::string& path, GraphFormat format) {
                             "a format");
     }
   }
-  switch (format) {
+  return format;
+}
+
+void write_graph(const Graph& g, const std::string& path, GraphFormat format) {
+  switch (output_format(path, format)) {
     case GraphFormat::spg: return write_spg(g, path);
     case GraphFormat::mtx: return write_mtx(g, path);
     case GraphFormat::snap: return write_snap(g, path);

@@ -29,6 +29,9 @@ uint64_t hash_bytes(const void* data, uint64_t n);
 
 // Physical memory of the machine in bytes; the ceiling for any allocation a file may ask for.
 uint64_t physical_memory_bytes();
+// Refuses (InvalidArgument: "<what> would need X MiB, more than this machine's Y MiB of
+// memory") sizes that come from arguments, not files: generators, synthetic features.
+void require_memory(double bytes, const std::string& what);
 // Refuses (FormatError naming the file and `what`) when `bytes` exceeds physical memory.
 void check_fits_in_memory(const std::string& path, int64_t line, uint64_t bytes,
                           const std::string& what);

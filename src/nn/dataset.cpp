@@ -251,44 +251,38 @@ void check_dataset(const Dataset& d) {
                 "': label y[", i, "] = ", y[i], " is outside [-1, ", d.num_classes, ")");
   const std::pair<const char*, const Tensor*> splits[] = {
       {"train", &d.train_idx}, {"val", &d.val_idx}, {"test", &d.test_idx}};
-  for (const auto& [name, t] : splits) {
+  // A vertex listed twice would count twice in the loss or the accuracy, and one in two splits
+  // would be evaluated on what it trained on; masks cannot express either, index files can.
+  std::vector<int8_t> owner(static_cast<size_t>(n), -1);
+  for (int k = 0; k < 3; ++k) {
+    const auto& [name, t] = splits[k];
     SPGNN_CHECK(t->defined() && t->dtype() == DType::i64 && t->ndim() == 1, InvalidArgument,
                 "dataset '", d.name, "': the ", name, " split is missing (", name,
                 "_idx.npy, or split/<scheme>/ in an OGB directory)");
     const Tensor h = t->to(Device::cpu());
     const int64_t* p = h.data<int64_t>();
-    for (int64_t i = 0; i < h.numel(); ++i)
+    for (int64_t i = 0; i < h.numel(); ++i) {
       SPGNN_CHECK(p[i] >= 0 && p[i] < n, InvalidArgument, "dataset '", d.name, "': ", name,
                   " index ", p[i], " is outside [0, ", n, ")");
-  }
-  SPGNN_CHECK(d.train_idx.numel() > 0, InvalidArgument, "dataset '", d.name,
-              "': the train split is empty");
-  // A vertex listed twice would count twice in the loss or the accuracy, and one in two splits
-  // would be evaluated on what it trained on; masks cannot express either, index files can.
-  std::vector<int8_t> owner(static_cast<size_t>(n), -1);
-  for (int k = 0; k < 3; ++k) {
-    const Tensor h = splits[k].second->to(Device::cpu());
-    const int64_t* p = h.data<int64_t>();
-    for (int64_t i = 0; i < h.numel(); ++i) {
       int8_t& o = owner[static_cast<size_t>(p[i])];
       SPGNN_CHECK(o != k, InvalidArgument, "dataset '", d.name, "': vertex ", p[i],
-                  " is listed twice in the ", splits[k].first, " split");
+                  " is listed twice in the ", name, " split");
       SPGNN_CHECK(o < 0, InvalidArgument, "dataset '", d.name, "': vertex ", p[i],
-                  " is in both the ", splits[o < 0 ? 0 : o].first, " and the ", splits[k].first,
+                  " is in both the ", splits[o < 0 ? 0 : o].first, " and the ", name,
                   " split (splits must not overlap)");
       o = int8_t(k);
     }
   }
+  SPGNN_CHECK(d.train_idx.numel() > 0, InvalidArgument, "dataset '", d.name,
+              "': the train split is empty");
 }
 
 Dataset synthetic_dataset(Graph g, int64_t features, int64_t classes, uint64_t seed) {
   SPGNN_CHECK(features >= 1 && classes >= 2, InvalidArgument, "synthetic_dataset: needs features "
               ">= 1 and classes >= 2, got ", features, " and ", classes);
-  const double bytes = static_cast<double>(g.n_rows) * static_cast<double>(features) * 4;
-  const double mem = static_cast<double>(io::physical_memory_bytes());
-  SPGNN_CHECK(bytes <= mem, InvalidArgument, "synthetic features: ", g.n_rows, " x ", features,
-              " floats would need ", static_cast<uint64_t>(bytes / 1048576), " MiB, more than ",
-              "this machine's ", static_cast<uint64_t>(mem / 1048576), " MiB of memory (--features)");
+  io::require_memory(static_cast<double>(g.n_rows) * static_cast<double>(features) * 4,
+                     "synthetic features: " + std::to_string(g.n_rows) + " x " +
+                         std::to_string(features) + " floats (--features)");
   Dataset d;
   d.name = "synthetic";
   const int64_t n = g.n_rows;

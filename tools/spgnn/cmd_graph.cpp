@@ -147,15 +147,14 @@ void register_generate(CLI::App& app) {
 // square graph, and has no edge values. Say so rather than drop them silently (.spg and .mtx
 // keep everything).
 void warn_what_npy_drops(const Graph& g, const std::string& out, GraphFormat to) {
-  const bool npy = to == GraphFormat::npy ||
-                   (to == GraphFormat::automatic &&
-                    std::filesystem::path(out).extension() == ".npy");
-  if (!npy) return;
-  int64_t max_id = -1;
-  for (const Tensor* t : {&g.row, &g.col}) {
-    const Tensor h = t->astype(DType::i64);
-    for (int64_t i = 0; i < h.numel(); ++i) max_id = std::max(max_id, h.data<int64_t>()[i]);
-  }
+  if (output_format(out, to) != GraphFormat::npy) return;
+  // Rows are sorted, so the largest row id is the last edge's; columns take one scan, in place.
+  const auto id_at = [](const Tensor& t, int64_t i) {
+    return t.dtype() == DType::i32 ? int64_t{t.data<int32_t>()[i]} : t.data<int64_t>()[i];
+  };
+  const int64_t nnz = g.nnz();
+  int64_t max_id = nnz > 0 ? id_at(g.row, nnz - 1) : -1;
+  for (int64_t i = 0; i < nnz; ++i) max_id = std::max(max_id, id_at(g.col, i));
   std::vector<std::string> lost;
   if (g.has_values()) lost.push_back("its edge values");
   if (g.n_rows != g.n_cols)
