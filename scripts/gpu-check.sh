@@ -16,6 +16,12 @@
 #   BUILD_DIR=build        build folder          CTEST_REGEX=...   ctest -R filter (also picks the
 #   JOBS=16                build parallelism                        sanitized binaries)
 #   SKIP_BUILD=1           reuse an existing build                  GTEST_FILTER=... for sanitizers
+#   DEADLINE_S=N           seconds the whole check may take (default: none; 570 when $OUT is set,
+#                          as on the device, whose calls end at 600 s): every stage runs under
+#                          `timeout` of what is left, a stage that would start with under 10 s left
+#                          is reported "not run: past the deadline", and the summary in $OUT is
+#                          rewritten after every stage, so a check cut short still says how far it
+#                          got
 #   SKIP_CTEST=1  SKIP_SANITIZER=1  SKIP_MEMCHECK=1  SKIP_RACECHECK=1  SKIP_BENCH=1
 #   CUDA_ARCH=90           CMAKE_CUDA_ARCHITECTURES
 #   EXTRAS="half ncu tune extras train python pybench"   further suites after the benchmark, in that
@@ -34,9 +40,38 @@ LOG_DIR="$BUILD_DIR/gpu-check"
 mkdir -p "$LOG_DIR"
 declare -a SUMMARY=()
 status=0
-note() { SUMMARY+=("$(printf '%-22s %s' "$1" "$2")"); }
+T0=$(date +%s)
+DEADLINE_S="${DEADLINE_S:-$([ -n "${OUT:-}" ] && echo 570)}"
+write_summary() {
+  {
+    echo "==== gpu-check summary ($(date +%H:%M:%S), $(( $(date +%s) - T0 )) s)"
+    for l in "${SUMMARY[@]}"; do echo "  $l"; done
+    echo "  result: $([ $status = 0 ] && echo PASS || echo FAIL)"
+  } > "$LOG_DIR/summary.txt"
+  [ -n "${OUT:-}" ] && cp "$LOG_DIR/summary.txt" "$OUT/gpu-check-summary.txt"
+  return 0
+}
+note() { SUMMARY+=("$(printf '%-22s %s' "$1" "$2")"); write_summary; }
 fail() { status=1; note "$1" "FAIL $2"; }
 stamp() { echo; echo "==== [$(date +%H:%M:%S)] $*"; }
+# Seconds left before DEADLINE_S (a large number when there is none).
+left() {
+  if [ -z "$DEADLINE_S" ]; then echo 1000000
+  else echo $(( DEADLINE_S - ($(date +%s) - T0) )); fi
+}
+# Runs "$@" under what is left of the deadline; 124 when it ran out (or had no time to start).
+limited() {
+  local l; l=$(left)
+  [ "$l" -ge 10 ] || return 124
+  timeout --kill-after=5 "$l" "$@"
+}
+# " (cut short ...)" when exit status $1 is timeout's.
+cut() { if [ "$1" = 124 ] || [ "$1" = 137 ]; then echo " (cut short at the deadline, DEADLINE_S=$DEADLINE_S)"; fi; }
+# Whether stage $1 may start; if not, it is reported as not run (a failure: the check is incomplete).
+in_time() {
+  [ "$(left)" -ge 10 ] && return 0
+  fail "$1" "not run: past the deadline (DEADLINE_S=$DEADLINE_S)"; return 1
+}
 
 export PATH="/usr/local/cuda/bin:$PATH"
 export LD_LIBRARY_PATH="/opt/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -78,7 +113,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
       > "$LOG_DIR/configure.log" 2>&1; then
     # Keep going past a broken target so the GPU tests still build when they can.
     keep=(-k 0); grep -q 'CMAKE_MAKE_PROGRAM.*make' "$BUILD_DIR/CMakeCache.txt" && keep=(-k)
-    if cmake --build "$BUILD_DIR" -j "$JOBS" -- "${keep[@]}" > "$LOG_DIR/build.log" 2>&1; then
+    if limited cmake --build "$BUILD_DIR" -j "$JOBS" -- "${keep[@]}" > "$LOG_DIR/build.log" 2>&1; then
       note build "ok ($(( $(date +%s) - t0 )) s)"
     else
       fail build "see $LOG_DIR/build.log"
@@ -101,16 +136,17 @@ for src in tests/gpu/test_*.cpp; do
 done
 
 # ---- 3. ctest -L gpu --------------------------------------------------------------------------
-if [ "$built" = 1 ] && [ "${SKIP_CTEST:-0}" != 1 ]; then
+if [ "$built" = 1 ] && [ "${SKIP_CTEST:-0}" != 1 ] && in_time "ctest -L gpu"; then
   stamp "ctest -L gpu"
   rx=(); [ -n "${CTEST_REGEX:-}" ] && rx=(-R "$CTEST_REGEX")
-  (cd "$BUILD_DIR" && ctest -L gpu "${rx[@]}" --output-on-failure --timeout 900) \
+  per_test=$(left); [ "$per_test" -gt 900 ] && per_test=900
+  (cd "$BUILD_DIR" && limited ctest -L gpu "${rx[@]}" --output-on-failure --timeout "$per_test") \
     2>&1 | tee "$LOG_DIR/ctest.log"
   rc=${PIPESTATUS[0]}
   line=$(grep -E 'tests passed|tests failed' "$LOG_DIR/ctest.log" | tail -1)
   skipped=$(grep -c 'Skipped' "$LOG_DIR/ctest.log" || true)
   if [ "$rc" = 0 ]; then note "ctest -L gpu" "ok: $line (skipped: $skipped)"
-  else fail "ctest -L gpu" "$line"; fi
+  else fail "ctest -L gpu" "$line$(cut "$rc")"; fi
   grep -E '^\[  (FAILED|PASSED) |^\[==========\] .* ran' "$LOG_DIR/ctest.log" | sort | uniq -c | head -20
 fi
 
@@ -120,20 +156,21 @@ sanitize() {  # tool
   for bin in "${gpu_bins[@]}"; do
     name=$(basename "$bin")
     log="$LOG_DIR/$tool-$name.log"
+    in_time "$tool $name" || continue
     stamp "compute-sanitizer --tool $tool $name (SPGNN_TEST_QUICK=1)"
     gf=(); [ -n "${GTEST_FILTER:-}" ] && gf=(--gtest_filter="$GTEST_FILTER")
     local extra=()
     # cuSPARSE's own kernels report shared-memory hazards that are not ours to fix: racecheck
     # looks at spgnn's kernels only.
     [ "$tool" = racecheck ] && extra=(--racecheck-report=hazard --kernel-name-exclude kns=cusparse)
-    SPGNN_TEST_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 86 "${extra[@]}" \
+    SPGNN_TEST_QUICK=1 limited compute-sanitizer --tool "$tool" --error-exitcode 86 "${extra[@]}" \
       "$bin" "${gf[@]}" > "$log" 2>&1
     rc=$?
     tail -4 "$log"
     local summary
     summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)
     if [ "$rc" = 0 ]; then note "$tool $name" "ok: ${summary:-no summary line}"
-    else fail "$tool $name" "rc=$rc ${summary}"; grep -m5 -E 'Invalid|Race|Error|FAILED' "$log"; fi
+    else fail "$tool $name" "rc=$rc ${summary}$(cut "$rc")"; grep -m5 -E 'Invalid|Race|Error|FAILED' "$log"; fi
   done
 }
 if [ "$built" = 1 ] && [ "${SKIP_SANITIZER:-0}" != 1 ]; then
@@ -146,12 +183,13 @@ if [ "$built" = 1 ] && [ "${SKIP_SANITIZER:-0}" != 1 ]; then
 fi
 
 # ---- 5. benchmark suite -----------------------------------------------------------------------
-if [ "$built" = 1 ] && [ "${SKIP_BENCH:-0}" != 1 ]; then
+if [ "$built" = 1 ] && [ "${SKIP_BENCH:-0}" != 1 ] && in_time bench; then
   if [ -x bench/gpu_suite.sh ] || [ -f bench/gpu_suite.sh ]; then
     stamp "bench/gpu_suite.sh"
-    SPGNN="$ROOT/$BUILD_DIR/spgnn" bash bench/gpu_suite.sh 2>&1 | tee "$LOG_DIR/bench.log"
-    if [ "${PIPESTATUS[0]}" = 0 ]; then note bench "ok (table above, log $LOG_DIR/bench.log)"
-    else fail bench "see $LOG_DIR/bench.log"; fi
+    SPGNN="$ROOT/$BUILD_DIR/spgnn" limited bash bench/gpu_suite.sh 2>&1 | tee "$LOG_DIR/bench.log"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" = 0 ]; then note bench "ok (table above, log $LOG_DIR/bench.log)"
+    else fail bench "see $LOG_DIR/bench.log$(cut "$rc")"; fi
   else
     note bench "skipped: bench/gpu_suite.sh not found"
   fi
@@ -159,15 +197,17 @@ fi
 
 # ---- 6. further suites ------------------------------------------------------------------------
 for extra in ${EXTRAS:-}; do
+  in_time "$extra" || continue
   if [ "$extra" = python ]; then
     stamp "pytest python/tests (GPU tests included)"
     if [ "$built" = 1 ] && [ -d "$BUILD_DIR/python/spgnn" ]; then
       pyargs=()
       [ -n "${PYTEST_K:-}" ] && pyargs=(-x -k "$PYTEST_K")
-      (cd python/tests && PYTHONPATH="$ROOT/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -q -rs \
+      (cd python/tests && PYTHONPATH="$ROOT/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" limited python3 -m pytest -q -rs \
          -p no:cacheprovider "${pyargs[@]}") 2>&1 | tee "$LOG_DIR/python.log"
-      if [ "${PIPESTATUS[0]}" = 0 ]; then note python "ok: $(tail -1 "$LOG_DIR/python.log")"
-      else fail python "$(tail -1 "$LOG_DIR/python.log")"; fi
+      rc=${PIPESTATUS[0]}
+      if [ "$rc" = 0 ]; then note python "ok: $(tail -1 "$LOG_DIR/python.log")"
+      else fail python "$(tail -1 "$LOG_DIR/python.log")$(cut "$rc")"; fi
     else
       fail python "not run: no build or no Python extension in $BUILD_DIR/python"
     fi
@@ -184,20 +224,16 @@ for extra in ${EXTRAS:-}; do
   esac
   if [ "$built" != 1 ] || [ ! -f "$script" ]; then fail "$extra" "not run (no build or no $script)"; continue; fi
   stamp "$script"
-  SPGNN="$ROOT/$BUILD_DIR/spgnn" PYTHONPATH="$ROOT/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" bash "$script" 2>&1 \
+  SPGNN="$ROOT/$BUILD_DIR/spgnn" PYTHONPATH="$ROOT/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" limited bash "$script" 2>&1 \
     | tee "$LOG_DIR/$extra.log"
-  if [ "${PIPESTATUS[0]}" = 0 ]; then note "$extra" "ok (log $LOG_DIR/$extra.log)"
-  else fail "$extra" "see $LOG_DIR/$extra.log"; fi
+  rc=${PIPESTATUS[0]}
+  if [ "$rc" = 0 ]; then note "$extra" "ok (log $LOG_DIR/$extra.log)"
+  else fail "$extra" "see $LOG_DIR/$extra.log$(cut "$rc")"; fi
 done
 
 # ---- summary ----------------------------------------------------------------------------------
-{
-  echo "==== gpu-check summary ($(date +%H:%M:%S))"
-  for l in "${SUMMARY[@]}"; do echo "  $l"; done
-  echo "  result: $([ $status = 0 ] && echo PASS || echo FAIL)"
-} > "$LOG_DIR/summary.txt"
+write_summary
 if [ -n "${OUT:-}" ]; then  # two files: the result device tool brings back at most eight
-  cp "$LOG_DIR/summary.txt" "$OUT/gpu-check-summary.txt"
   tar czf "$OUT/gpu-check-logs.tgz" -C "$LOG_DIR" . 2>/dev/null
 fi
 echo
