@@ -4,7 +4,8 @@
 // OpOptions.schedule.strategy picks the backend (one kernel per device):
 //   auto     the data's device: gpu for CUDA tensors (the CBSR products: with the tuned
 //            parameters from the tuning cache when it has the problem), cpu for host tensors
-//   cpu_ref  serial float64-accumulating reference (the test oracle)
+//   cpu_ref  float64-accumulating reference, each output summed in edge order (the test
+//            oracle; independent rows in parallel, which changes no result)
 //   cpu      OpenMP
 //   gpu      CUDA kernels (maxk.cu, cbsr_spgemm.cu, cbsr_sspmm.cu)
 // Only the CBSR products' `gpu` takes parameters, declared in the registry (OpKind::cbsr_spgemm

@@ -33,10 +33,12 @@ Tensor as_half(const Tensor& t, DType h) { return t.astype(h); }
 
 // ew: 0 = no e, -1 = the graph's own (float32) values, 1 = given scalar weights of dtype w_dtype
 // (f32 or h), F = edge rows.
-// On the graph pair G (host and device copies), named `gname` in failure messages.
+// On the graph pair G (host and device copies), named `gname` in failure messages. Every
+// strategy of `strategies` runs on the same inputs against one oracle result (the oracle is most
+// of a check's time).
 void check_half_spmm_on(const Graphs& G, const std::string& gname, DType h, SpmmOp op, Reduce red,
-                        int64_t F, int64_t ew, DType w_dtype, const std::string& strategy,
-                        int64_t split = 0, int64_t assign = 0) {
+                        int64_t F, int64_t ew, DType w_dtype,
+                        const std::vector<std::string>& strategies) {
   if (g_failures > kMaxReported) return;
   const DType idx = G.host.index_dtype();
   static uint64_t salt = 0;
@@ -44,8 +46,8 @@ void check_half_spmm_on(const Graphs& G, const std::string& gname, DType h, Spmm
   std::ostringstream what;
   what << "half spmm " << dtype_name(h) << " " << name(op) << "/" << name(red)
        << " graph=" << gname << " idx=" << dtype_name(idx) << " F=" << F
-       << " e_width=" << ew << " w=" << dtype_name(w_dtype) << " " << strategy
-       << " split=" << split << " assign=" << assign << " seed=" << seed;
+       << " e_width=" << ew << " w=" << dtype_name(w_dtype)
+       << " seed=" << seed;
   SCOPED_TRACE(what.str());
   const int64_t nnz = G.host.nnz();
   Tensor u, e;  // in the dtypes the GPU gets, on the host
@@ -69,31 +71,38 @@ void check_half_spmm_on(const Graphs& G, const std::string& gname, DType h, Spmm
     gspmm(G.host, op == SpmmOp::u_sub_e ? SpmmOp::u_add_e : op, red, absd(f64(u)),
           absd(e_ref.defined() ? e_ref.clone() : e_ref), mag, cpu_ref());
   }
-  Tensor out = Tensor::empty({G.host.n_rows, F}, h, Device::cuda());
-  out.fill_(NAN);
-  OpOptions o;
-  o.schedule = parse_schedule(strategy);  // "name" or "name:param=value,..."
-  if (split != 0) o.schedule.params["split"] = split;
-  if (assign != 0) o.schedule.params["assign"] = assign;
-  gspmm(G.dev, op, red, u.defined() ? u.to(Device::cuda()) : u,
-        e.defined() ? e.to(Device::cuda()) : e, out, o);
-  ASSERT_EQ(out.dtype(), h);
-  // ||out - ref|| over the norm of the messages' magnitudes (>= ||ref||) for sums and means.
-  const double err = mag.defined() ? rel_error(out, ref) * norm_of(ref) / std::max(norm_of(mag), 1e-30)
-                                   : rel_error(out, ref);
-  EXPECT_LT(err, half_tol(h));
-  if (!(err < half_tol(h))) ++g_failures;
+  const Tensor u_d = u.defined() ? u.to(Device::cuda()) : u;
+  const Tensor e_d = e.defined() ? e.to(Device::cuda()) : e;
+  for (const std::string& strategy : strategies) {
+    SCOPED_TRACE("strategy " + strategy);
+    Tensor out = Tensor::empty({G.host.n_rows, F}, h, Device::cuda());
+    out.fill_(NAN);
+    OpOptions o;
+    o.schedule = parse_schedule(strategy);  // "name" or "name:param=value,..."
+    gspmm(G.dev, op, red, u_d, e_d, out, o);
+    ASSERT_EQ(out.dtype(), h);
+    // ||out - ref|| over the norm of the messages' magnitudes (>= ||ref||) for sums and means.
+    const double err = mag.defined()
+                           ? rel_error(out, ref) * norm_of(ref) / std::max(norm_of(mag), 1e-30)
+                           : rel_error(out, ref);
+    EXPECT_LT(err, half_tol(h));
+    if (!(err < half_tol(h))) ++g_failures;
+  }
+}
+void check_half_spmm_on(const Graphs& G, const std::string& gname, DType h, SpmmOp op, Reduce red,
+                        int64_t F, int64_t ew, DType w_dtype, const std::string& strategy) {
+  check_half_spmm_on(G, gname, h, op, red, F, ew, w_dtype, std::vector<std::string>{strategy});
 }
 
+template <class Strategies>
 void check_half_spmm(DType h, GraphKind kind, DType idx, SpmmOp op, Reduce red, int64_t F,
-                     int64_t ew, DType w_dtype, const std::string& strategy, int64_t split = 0,
-                     int64_t assign = 0) {
-  check_half_spmm_on(graphs(kind, idx), kind_name(kind), h, op, red, F, ew, w_dtype, strategy,
-                     split, assign);
+                     int64_t ew, DType w_dtype, const Strategies& strategies) {
+  check_half_spmm_on(graphs(kind, idx), kind_name(kind), h, op, red, F, ew, w_dtype, strategies);
 }
 
 void check_half_sddmm_on(const Graphs& G, const std::string& gname, DType h, SddmmOp op,
-                         Target lt, Target rt, int64_t F, const std::string& strategy) {
+                         Target lt, Target rt, int64_t F,
+                         const std::vector<std::string>& strategies) {
   if (g_failures > kMaxReported) return;
   const DType idx = G.host.index_dtype();
   static uint64_t salt = 0;
@@ -101,7 +110,7 @@ void check_half_sddmm_on(const Graphs& G, const std::string& gname, DType h, Sdd
   std::ostringstream what;
   what << "half sddmm " << dtype_name(h) << " " << name(op) << " lhs=" << name(lt)
        << " rhs=" << name(rt) << " graph=" << gname << " idx=" << dtype_name(idx)
-       << " F=" << F << " " << strategy << " seed=" << seed;
+       << " F=" << F << " seed=" << seed;
   SCOPED_TRACE(what.str());
   Tensor l, r;
   if (op != SddmmOp::copy_rhs) l = as_half(operand(lt, G.host, F, seed, false), h);
@@ -110,48 +119,58 @@ void check_half_sddmm_on(const Graphs& G, const std::string& gname, DType h, Sdd
   Tensor ref;
   gsddmm(G.host, op, f64(l), f64(r), ref, lt, rt, cpu_ref());
   const int64_t width = op == SddmmOp::dot ? 1 : F;
-  Tensor out = Tensor::empty({G.host.nnz(), width}, h, Device::cuda());
-  out.fill_(NAN);
-  OpOptions o;
-  o.schedule = parse_schedule(strategy);
-  gsddmm(G.dev, op, l.defined() ? l.to(Device::cuda()) : l, r.defined() ? r.to(Device::cuda()) : r,
-         out, lt, rt, o);
-  ASSERT_EQ(out.dtype(), h);
+  const Tensor l_d = l.defined() ? l.to(Device::cuda()) : l;
+  const Tensor r_d = r.defined() ? r.to(Device::cuda()) : r;
   // A dot product of signed terms is held to its terms' magnitudes (sqrt(F) of them at most).
   const double tol = op == SddmmOp::dot ? half_tol(h) * std::sqrt(double(std::max<int64_t>(F, 1)))
                                         : half_tol(h);
-  const double err = rel_error(out, ref);
-  EXPECT_LT(err, tol);
-  if (!(err < tol)) ++g_failures;
+  for (const std::string& strategy : strategies) {
+    SCOPED_TRACE("strategy " + strategy);
+    Tensor out = Tensor::empty({G.host.nnz(), width}, h, Device::cuda());
+    out.fill_(NAN);
+    OpOptions o;
+    o.schedule = parse_schedule(strategy);
+    gsddmm(G.dev, op, l_d, r_d, out, lt, rt, o);
+    ASSERT_EQ(out.dtype(), h);
+    const double err = rel_error(out, ref);
+    EXPECT_LT(err, tol);
+    if (!(err < tol)) ++g_failures;
+  }
+}
+void check_half_sddmm_on(const Graphs& G, const std::string& gname, DType h, SddmmOp op,
+                         Target lt, Target rt, int64_t F, const std::string& strategy) {
+  check_half_sddmm_on(G, gname, h, op, lt, rt, F, std::vector<std::string>{strategy});
 }
 
+template <class Strategies>
 void check_half_sddmm(DType h, GraphKind kind, DType idx, SddmmOp op, Target lt, Target rt,
-                      int64_t F, const std::string& strategy) {
-  check_half_sddmm_on(graphs(kind, idx), kind_name(kind), h, op, lt, rt, F, strategy);
+                      int64_t F, const Strategies& strategies) {
+  check_half_sddmm_on(graphs(kind, idx), kind_name(kind), h, op, lt, rt, F, strategies);
 }
 #endif
 
 TEST(HalfGpu, GspmmEveryGraphWidthOpAndReduce) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
+  const std::vector<std::string> all = {"warp_vertex", "gnnone", "auto"};
+  const std::vector<std::string> no_gnnone = {"warp_vertex", "auto"};  // gnnone has no max/min
   for (DType h : {DType::f16, DType::bf16})
-    for (const std::string st : {"warp_vertex", "gnnone", "auto"})
-      for (GraphKind k : kinds())
-        for (DType idx : kIndex)
-          for (int64_t F : widths()) {
-            check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32, st);
-            check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, DType::f32, st);
-            check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::sum, F, -1, DType::f32, st);
-            check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::sum, F, 1, h, st);
-            check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, st);
-            check_half_spmm(h, k, idx, SpmmOp::copy_e, Reduce::sum, F, F, h, st);
-            if (st != "gnnone" && (F <= 33 || quick())) {  // gnnone has no max/min
-              check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::max, F, 0, DType::f32, st);
-              check_half_spmm(h, k, idx, SpmmOp::copy_e, Reduce::min, F, F, h, st);
-              check_half_spmm(h, k, idx, SpmmOp::u_div_e, Reduce::max, F, 1, h, st);
-              check_half_spmm(h, k, idx, SpmmOp::u_sub_e, Reduce::mean, F, F, h, st);
-            }
+    for (GraphKind k : kinds())
+      for (DType idx : kIndex)
+        for (int64_t F : widths()) {
+          check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32, all);
+          check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, DType::f32, all);
+          check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::sum, F, -1, DType::f32, all);
+          check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::sum, F, 1, h, all);
+          check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, all);
+          check_half_spmm(h, k, idx, SpmmOp::copy_e, Reduce::sum, F, F, h, all);
+          if (F <= 33 || quick()) {
+            check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::max, F, 0, DType::f32, no_gnnone);
+            check_half_spmm(h, k, idx, SpmmOp::copy_e, Reduce::min, F, F, h, no_gnnone);
+            check_half_spmm(h, k, idx, SpmmOp::u_div_e, Reduce::max, F, 1, h, no_gnnone);
+            check_half_spmm(h, k, idx, SpmmOp::u_sub_e, Reduce::mean, F, F, h, no_gnnone);
           }
+        }
 #endif
 }
 
@@ -160,18 +179,19 @@ TEST(HalfGpu, GspmmEveryGraphWidthOpAndReduce) {
 TEST(HalfGpu, GnnoneCutRowsAtEverySubSliceLength) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
+  std::vector<std::string> st;
+  for (int64_t cache : {32, 64, 256})
+    st.push_back("gnnone:cache_size=" + std::to_string(cache) + ",warps=" +
+                 (cache == 64 ? "16" : "1"));
   for (DType h : {DType::f16, DType::bf16})
-    for (int64_t cache : {32, 64, 256})
-      for (GraphKind k : {GraphKind::star, GraphKind::half_row, GraphKind::rmat,
-                          GraphKind::empty_rows})
-        for (DType idx : kIndex)
-          for (int64_t F : {1, 6, 64, 264, 520}) {
-            const std::string st = "gnnone:cache_size=" + std::to_string(cache) +
-                                   ",warps=" + (cache == 64 ? "16" : "1");
-            check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32, st);
-            check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, h, st);
-            check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, st);
-          }
+    for (GraphKind k : {GraphKind::star, GraphKind::half_row, GraphKind::rmat,
+                        GraphKind::empty_rows})
+      for (DType idx : kIndex)
+        for (int64_t F : {1, 6, 64, 264, 520}) {
+          check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32, st);
+          check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, h, st);
+          check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, st);
+        }
 #endif
 }
 
@@ -221,20 +241,19 @@ TEST(HalfGpu, GnnoneLongRunsOfEmptyRows) {
 TEST(HalfGpu, GspmmHeavyRowsSplitOrNot) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
+  std::vector<std::string> st;
+  for (int64_t split : {32, 512, -1})
+    for (const char* assign : {"", ",assign=2"})
+      st.push_back("warp_vertex:split=" + std::to_string(split) + assign);
   for (DType h : {DType::f16, DType::bf16})
-    for (int64_t split : {32, 512, -1})
-      for (int64_t assign : {0, 2})
-        for (GraphKind k : {GraphKind::star, GraphKind::half_row, GraphKind::rmat,
-                            GraphKind::empty_rows})
-          for (DType idx : kIndex)
-            for (int64_t F : {1, 10, 64, 264, 520}) {
-              check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32,
-                              "warp_vertex", split, assign);
-              check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, h, "warp_vertex",
-                              split, assign);
-              check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, "warp_vertex",
-                              split, assign);
-            }
+    for (GraphKind k : {GraphKind::star, GraphKind::half_row, GraphKind::rmat,
+                        GraphKind::empty_rows})
+      for (DType idx : kIndex)
+        for (int64_t F : {1, 10, 64, 264, 520}) {
+          check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32, st);
+          check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, h, st);
+          check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, st);
+        }
 #endif
 }
 
@@ -243,22 +262,21 @@ TEST(HalfGpu, GsddmmEveryGraphWidthAndOp) {
 #if SPGNN_WITH_CUDA
   const std::vector<SddmmOp> ops = {SddmmOp::dot, SddmmOp::add, SddmmOp::sub, SddmmOp::mul,
                                     SddmmOp::div, SddmmOp::copy_lhs, SddmmOp::copy_rhs};
+  const std::vector<std::string> plain = {"shuffle", "auto"};
+  const std::vector<std::string> all = {"shuffle", "auto", "shuffle:blocked=1"};
   for (DType h : {DType::f16, DType::bf16})
-    for (const std::string st : {"shuffle", "auto", "shuffle:blocked=1"})
-      for (GraphKind k : kinds())
-        for (DType idx : kIndex)
-          for (int64_t F : widths()) {
-            check_half_sddmm(h, k, idx, SddmmOp::dot, Target::u, Target::v, F, st);
-            if (st == "shuffle:blocked=1") {  // blocked changes only dot: every lane width
-              check_half_sddmm(h, k, idx, SddmmOp::dot, Target::e, Target::u, F, st);
-              check_half_sddmm(h, k, idx, SddmmOp::dot, Target::v, Target::u, F + 24,
-                               "shuffle:blocked=1,lanes=2");
-              continue;
-            }
-            check_half_sddmm(h, k, idx, SddmmOp::mul, Target::u, Target::e, F, st);
-            if (F <= 33 || quick())
-              for (SddmmOp op : ops) check_half_sddmm(h, k, idx, op, Target::v, Target::u, F, st);
-          }
+    for (GraphKind k : kinds())
+      for (DType idx : kIndex)
+        for (int64_t F : widths()) {
+          check_half_sddmm(h, k, idx, SddmmOp::dot, Target::u, Target::v, F, all);
+          // blocked changes only dot: every lane width
+          check_half_sddmm(h, k, idx, SddmmOp::dot, Target::e, Target::u, F, "shuffle:blocked=1");
+          check_half_sddmm(h, k, idx, SddmmOp::dot, Target::v, Target::u, F + 24,
+                           "shuffle:blocked=1,lanes=2");
+          check_half_sddmm(h, k, idx, SddmmOp::mul, Target::u, Target::e, F, plain);
+          if (F <= 33 || quick())
+            for (SddmmOp op : ops) check_half_sddmm(h, k, idx, op, Target::v, Target::u, F, plain);
+        }
 #endif
 }
 

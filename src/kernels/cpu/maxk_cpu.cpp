@@ -133,11 +133,15 @@ void maxk_row_select(const float* xr, int64_t F, int64_t k, float* data, IdxT* i
 template <class IdxT>
 void maxk_rows(const float* x, int64_t n, int64_t F, int64_t k, float* data, IdxT* index,
                bool reference) {
-  if (reference) {
-    std::vector<int64_t> order(static_cast<size_t>(F));
-    std::vector<uint32_t> keys(static_cast<size_t>(F));
-    for (int64_t r = 0; r < n; ++r)
-      maxk_row_sorted(x + r * F, F, k, data + r * k, index + r * k, order, keys);
+  if (reference) {  // rows are independent: in parallel, with the same result
+#pragma omp parallel if (n * F >= kMinParallelWork)
+    {
+      std::vector<int64_t> order(static_cast<size_t>(F));
+      std::vector<uint32_t> keys(static_cast<size_t>(F));
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < n; ++r)
+        maxk_row_sorted(x + r * F, F, k, data + r * k, index + r * k, order, keys);
+    }
     return;
   }
 #pragma omp parallel if (n * F >= kMinParallelWork)
@@ -160,16 +164,20 @@ void spgemm_t(const Graph& g, const float* w, const Cbsr& x, Tensor& out, bool r
   const float* xd = x.data.data<float>();
   const IdxT* xi = x.index.data<IdxT>();
   float* o = out.data<float>();
-  if (reference) {
-    std::vector<double> acc(static_cast<size_t>(F));
-    for (int64_t r = 0; r < n; ++r) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t e = rowptr[r]; e < rowptr[r + 1]; ++e) {
-        const int64_t u = col[e];
-        for (int64_t j = 0; j < k; ++j)
-          acc[xi[u * k + j]] += double(weight(w, e)) * double(xd[u * k + j]);
+  if (reference) {  // output rows are independent: in parallel, each summed in edge order
+#pragma omp parallel if (g.nnz() * k + n * F >= kMinParallelWork)
+    {
+      std::vector<double> acc(static_cast<size_t>(F));
+#pragma omp for schedule(dynamic, 64)
+      for (int64_t r = 0; r < n; ++r) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t e = rowptr[r]; e < rowptr[r + 1]; ++e) {
+          const int64_t u = col[e];
+          for (int64_t j = 0; j < k; ++j)
+            acc[xi[u * k + j]] += double(weight(w, e)) * double(xd[u * k + j]);
+        }
+        for (int64_t f = 0; f < F; ++f) o[r * F + f] = static_cast<float>(acc[size_t(f)]);
       }
-      for (int64_t f = 0; f < F; ++f) o[r * F + f] = static_cast<float>(acc[size_t(f)]);
     }
     return;
   }
