@@ -78,18 +78,13 @@ def check_tensor(t, name: str, *, ndim: Optional[Sequence[int]] = None, dtypes=N
 _HALVES = (torch.float16, torch.bfloat16)
 
 
-def check_float(t: Tensor, name: str, half_kernels: bool = False, **kw) -> None:
-    """A feature tensor: float32 anywhere; float64 (the float64 reference path) and
-    float16/bfloat16 (computed in float32, each result rounded once) on the CPU; with
-    ``half_kernels`` (gspmm, gsddmm) half precision on the GPU too."""
+def check_float(t: Tensor, name: str, **kw) -> None:
+    """A feature tensor: float32 anywhere; float64 (the float64 reference path) on the CPU;
+    float16/bfloat16 anywhere (gspmm and gsddmm have GPU kernels that read them; the other ops
+    compute in float32, each result rounded once)."""
     if isinstance(t, Tensor) and t.is_cuda and t.dtype == torch.float64:
         raise TypeError(f"{name} is float64 on {t.device}: spgnn's GPU kernels take float32 "
                         "(float64 runs on the CPU reference path)")
-    if isinstance(t, Tensor) and t.is_cuda and t.dtype in _HALVES and not half_kernels:
-        kind = str(t.dtype).replace("torch.", "")
-        raise TypeError(f"{name} is {kind} on {t.device}: this op's GPU kernels take float32 "
-                        "(half precision runs on the CPU; under torch.autocast spgnn's ops cast "
-                        "to what they take)")
     check_tensor(t, name, dtypes=_FLOATS + _HALVES, **kw)
 
 

@@ -7,10 +7,11 @@ are ``[N, *]`` (trailing dimensions are flattened and restored), edge features `
 ``[E, 1...]`` (broadcast over the features) or ``[E, *]`` matching the node features. Edge
 tensors follow the order of the edges the graph was built from. Inputs are read in place: they
 must be contiguous, float32 (float64 on the CPU, computed by the float64 reference), on the
-graph's device. Every op also takes float16/bfloat16 on the CPU (computed in float32, each
-result rounded once); on the GPU gspmm and gsddmm take them too (float32 accumulation), the
-other ops float32. Under ``torch.autocast`` the ops cast their float operands to the autocast
-dtype where they take it, else to float32.
+graph's device. Every op also takes float16/bfloat16, on either device: gspmm and gsddmm with
+GPU kernels that read them (float32 accumulation); the other ops, and every op on the CPU,
+compute in float32 and round each result once. Under ``torch.autocast`` the ops cast their
+float operands to the autocast dtype where that pays (the CPU; gspmm and gsddmm on the GPU),
+else to float32.
 
     out = spgnn.ops.u_mul_e_sum(g, x, w)     # out[v] = sum over edges (u -> v) of x[u] * w[e]
     s = spgnn.ops.u_dot_v(g, q, k)           # s[e] = <q[u], k[v]>
@@ -68,13 +69,13 @@ def _node_operand(g: Graph, x: Tensor, name: str, rows: int, rows_name: str) -> 
     if isinstance(x, Tensor) and x.dim() < 2:
         raise ValueError(f"{name} must be [{rows_name}, F] (or more dimensions), got shape "
                          f"{tuple(x.shape)}")
-    check_float(x, name, half_kernels=True, device=g.device, rows=rows, rows_name=rows_name)
+    check_float(x, name, device=g.device, rows=rows, rows_name=rows_name)
     return _flat2(x)
 
 
 def _edge_operand(g: Graph, e: Tensor, name: str, feat_shape) -> Tensor:
     """e as [E, 1] (broadcast) or [E, D] in spgnn's edge order."""
-    check_float(e, name, half_kernels=True, device=g.device, rows=g.num_edges,
+    check_float(e, name, device=g.device, rows=g.num_edges,
                 rows_name="the number of edges E")
     trailing = tuple(e.shape[1:])
     D = 1
@@ -148,7 +149,7 @@ def gsddmm(g: Graph, op: str, lhs_data: Optional[Tensor], rhs_data: Optional[Ten
 
     def operand(x, name, target):
         if target == "e":
-            check_float(x, name, half_kernels=True, device=g.device, rows=g.num_edges,
+            check_float(x, name, device=g.device, rows=g.num_edges,
                         rows_name="the number of edges E")
             if x.dim() < 2:
                 raise ValueError(f"{name} must be [E, F], got shape {tuple(x.shape)}")

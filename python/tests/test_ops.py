@@ -459,9 +459,13 @@ def test_gsddmm_half_precision_on_the_cpu(gen, dtype):
         ref = ref_gsddmm(ei, op, a.double(), b.double(), "u", "v")
         assert rel_err(out, ref) < HALF_TOL[dtype], op
     if torch.cuda.is_available() and spgnn.with_cuda:
-        gc = g.to("cuda")
-        with pytest.raises(TypeError, match="this op's GPU kernels take float32"):
-            ops.edge_softmax(gc, torch.ones(ei.shape[1], 1, dtype=dtype, device="cuda"))
+        # An op without half kernels takes half operands on the GPU too (converted on the
+        # device), with the CPU's answer.
+        s = randn(gen, ei.shape[1], 2).to(dtype)
+        want = ops.edge_softmax(g, s)
+        got = ops.edge_softmax(g.to("cuda"), s.cuda())
+        assert got.dtype == dtype and got.is_cuda
+        assert rel_err(got.cpu(), want.double()) < HALF_TOL[dtype]
 
 
 def test_autocast_picks_float32_for_narrow_gpu_aggregations():

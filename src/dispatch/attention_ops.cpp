@@ -319,8 +319,8 @@ void edge_softmax(const Graph& g, const Tensor& scores, Tensor& out, const OpOpt
   constexpr const char* kOp = "edge_softmax";
   if (const DType h = detail::half_operands(kOp, {{&scores, "scores"}}); is_half(h)) {
     Tensor r;
-    edge_softmax(g, detail::as_f32(scores), r, options);
-    return detail::store_half(r, out, h, kOp, "out");
+    edge_softmax(g, detail::as_f32(scores, options.stream), r, options);
+    return detail::store_half(r, out, h, kOp, "out", options.stream);
   }
   detail::check_graph_arrays(g, kOp);
   SoftmaxProblem p;
@@ -345,8 +345,9 @@ void edge_softmax_backward(const Graph& g, const Tensor& out, const Tensor& grad
   if (const DType h = detail::half_operands(kOp, {{&out, "out"}, {&grad_out, "grad_out"}});
       is_half(h)) {
     Tensor r;
-    edge_softmax_backward(g, detail::as_f32(out), detail::as_f32(grad_out), r, options);
-    return detail::store_half(r, grad_scores, h, kOp, "grad_scores");
+    edge_softmax_backward(g, detail::as_f32(out, options.stream),
+                          detail::as_f32(grad_out, options.stream), r, options);
+    return detail::store_half(r, grad_scores, h, kOp, "grad_scores", options.stream);
   }
   detail::check_graph_arrays(g, kOp);
   SoftmaxBwdProblem p;
@@ -373,10 +374,10 @@ void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const T
   if (const DType h = detail::half_operands(kOp, {{&feat, "feat"}, {&el, "el"}, {&er, "er"}});
       is_half(h)) {
     Tensor o, a;
-    gat_aggregate(g, detail::as_f32(feat), detail::as_f32(el), detail::as_f32(er), params, o, a,
-                  options);
-    detail::store_half(o, out, h, kOp, "out");
-    return detail::store_half(a, attn, h, kOp, "attn");
+    gat_aggregate(g, detail::as_f32(feat, options.stream), detail::as_f32(el, options.stream),
+                  detail::as_f32(er, options.stream), params, o, a, options);
+    detail::store_half(o, out, h, kOp, "out", options.stream);
+    return detail::store_half(a, attn, h, kOp, "attn", options.stream);
   }
   GatProblem p = gat_problem(g, feat, el, er, params, options, kOp);
   prepare_output(out, "out", kOp, {g.n_rows, p.H * p.F}, g.device());
@@ -404,12 +405,13 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
                                                   {&attn, "attn"}, {&grad_out, "grad_out"}});
       is_half(h)) {
     Tensor gf, gl, gr;
-    gat_aggregate_backward(g, detail::as_f32(feat), detail::as_f32(el), detail::as_f32(er),
-                           detail::as_f32(attn), detail::as_f32(grad_out), params, gf, gl, gr,
-                           options);
-    detail::store_half(gf, grad_feat, h, kOp, "grad_feat");
-    detail::store_half(gl, grad_el, h, kOp, "grad_el");
-    return detail::store_half(gr, grad_er, h, kOp, "grad_er");
+    gat_aggregate_backward(g, detail::as_f32(feat, options.stream),
+                           detail::as_f32(el, options.stream), detail::as_f32(er, options.stream),
+                           detail::as_f32(attn, options.stream),
+                           detail::as_f32(grad_out, options.stream), params, gf, gl, gr, options);
+    detail::store_half(gf, grad_feat, h, kOp, "grad_feat", options.stream);
+    detail::store_half(gl, grad_el, h, kOp, "grad_el", options.stream);
+    return detail::store_half(gr, grad_er, h, kOp, "grad_er", options.stream);
   }
   GatProblem p = gat_problem(g, feat, el, er, params, options, kOp);
   const int64_t W = p.H * p.F;

@@ -3,13 +3,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/device.hpp"
 #include "spgnn/error.hpp"
 #include "spgnn/ops.hpp"
 
 namespace spgnn::detail {
 
-DType half_operands(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> ts,
-                    bool gpu) {
+DType half_operands(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> ts) {
   const Tensor* half = nullptr;
   const char* half_name = "";
   for (auto [t, name] : ts)
@@ -20,18 +20,35 @@ DType half_operands(const char* op, std::initializer_list<std::pair<const Tensor
                     !(t->dtype() == DType::f32 || t->dtype() == DType::f64 || is_half(t->dtype())),
                 InvalidArgument, op, ": '", name, "' is ", dtype_name(t->dtype()), " but '",
                 half_name, "' is ", dtype_name(half->dtype()));
-  SPGNN_CHECK(!half->device().is_cuda() || gpu, Unsupported, op, ": '", half_name, "' is ",
-              dtype_name(half->dtype()), " on a CUDA device: this op's GPU kernels take float32 "
-              "for now (half precision runs on the CPU)");
   return half->dtype();
 }
 
-Tensor as_f32(const Tensor& t) { return t.defined() ? t.astype(DType::f32) : t; }
+namespace {
+// dst = src converted (float32 <-> half), on src's CUDA device, ordered on `stream`.
+void convert_on_device(const Tensor& src, Tensor& dst, void* stream) {
+  cuda_convert(src.raw(), src.dtype(), dst.raw(), dst.dtype(), src.numel(), src.device().index,
+               stream);
+}
+}  // namespace
 
-void store_half(const Tensor& r, Tensor& out, DType half, const char* op, const char* arg) {
+Tensor as_f32(const Tensor& t, void* stream) {
+  if (!t.defined() || t.dtype() == DType::f32) return t;
+  if (!t.device().is_cuda() || !is_half(t.dtype())) return t.astype(DType::f32);
+  Tensor r = Tensor::empty(t.shape(), DType::f32, t.device());
+  convert_on_device(t, r, stream);
+  return r;
+}
+
+void store_half(const Tensor& r, Tensor& out, DType half, const char* op, const char* arg,
+                void* stream) {
+  const bool cuda = r.device().is_cuda();
   if (!out.defined()) {
-    out = r.astype(half);
-    return;
+    if (!cuda) {
+      out = r.astype(half);
+      return;
+    }
+    out = Tensor::empty(r.shape(), half, r.device());
+    return convert_on_device(r, out, stream);
   }
   SPGNN_CHECK(out.dtype() == half, InvalidArgument, op, ": output '", arg, "' must be ",
               dtype_name(half), " like the inputs, got ", dtype_name(out.dtype()));
@@ -39,6 +56,7 @@ void store_half(const Tensor& r, Tensor& out, DType half, const char* op, const 
               out.device().str(), ", expected ", r.device().str());
   SPGNN_CHECK(out.shape() == r.shape(), InvalidArgument, op, ": output '", arg, "' has shape ",
               out.shape_str(), ", expected ", r.shape_str());
+  if (cuda) return convert_on_device(r, out, stream);
   out.copy_from(r.astype(half));
 }
 

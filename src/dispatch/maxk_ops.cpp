@@ -182,7 +182,9 @@ const float* edge_weights(const Graph& g, const Tensor& e, const char* op) {
 }
 
 // A CBSR operand with its values in float32 (the same index).
-Cbsr as_f32(const Cbsr& x) { return Cbsr{detail::as_f32(x.data), x.index, x.F, x.k}; }
+Cbsr as_f32(const Cbsr& x, void* stream) {
+  return Cbsr{detail::as_f32(x.data, stream), x.index, x.F, x.k};
+}
 
 }  // namespace
 
@@ -197,8 +199,8 @@ void maxk(const Tensor& x, int64_t k, Cbsr& out, const OpOptions& options) {
       r.data = Tensor::empty({x.dim(0), k}, DType::f32, x.device());
       r.index = out.index;  // checked, and written in place, by the float32 call
     }
-    maxk(detail::as_f32(x), k, r, options);
-    detail::store_half(r.data, out.data, h, kOp, "out.data");
+    maxk(detail::as_f32(x, options.stream), k, r, options);
+    detail::store_half(r.data, out.data, h, kOp, "out.data", options.stream);
     out.index = r.index;
     out.F = r.F;
     out.k = r.k;
@@ -256,8 +258,8 @@ void maxk_backward(const Cbsr& kept, const Tensor& d_data, Tensor& dx, const OpO
   if (const DType h = detail::half_operands(kOp, {{&kept.data, "kept.data"}, {&d_data, "d_data"}});
       is_half(h)) {
     Tensor r;
-    maxk_backward(as_f32(kept), detail::as_f32(d_data), r, options);
-    return detail::store_half(r, dx, h, kOp, "dx");
+    maxk_backward(as_f32(kept, options.stream), detail::as_f32(d_data, options.stream), r, options);
+    return detail::store_half(r, dx, h, kOp, "dx", options.stream);
   }
   const Device dev = d_data.device();
   const int64_t n = d_data.ndim() == 2 ? d_data.dim(0) : -1;
@@ -288,8 +290,8 @@ void cbsr_spgemm(const Graph& g, const Cbsr& x, const Tensor& e, Tensor& out,
   constexpr const char* kOp = "cbsr_spgemm";
   if (const DType h = detail::half_operands(kOp, {{&x.data, "x.data"}, {&e, "e"}}); is_half(h)) {
     Tensor r;
-    cbsr_spgemm(g, as_f32(x), detail::as_f32(e), r, options);
-    return detail::store_half(r, out, h, kOp, "out");
+    cbsr_spgemm(g, as_f32(x, options.stream), detail::as_f32(e, options.stream), r, options);
+    return detail::store_half(r, out, h, kOp, "out", options.stream);
   }
   detail::check_graph_arrays(g, kOp);
   check_cbsr(x, "x", kOp, g.n_cols, "n_cols", g.device());
@@ -315,8 +317,9 @@ void cbsr_sspmm(const Graph& g, const Tensor& e, const Tensor& d_out, const Cbsr
           kOp, {{&e, "e"}, {&d_out, "d_out"}, {&x.data, "x.data"}});
       is_half(h)) {
     Tensor r;
-    cbsr_sspmm(g, detail::as_f32(e), detail::as_f32(d_out), as_f32(x), r, options);
-    return detail::store_half(r, d_data, h, kOp, "d_data");
+    cbsr_sspmm(g, detail::as_f32(e, options.stream), detail::as_f32(d_out, options.stream),
+               as_f32(x, options.stream), r, options);
+    return detail::store_half(r, d_data, h, kOp, "d_data", options.stream);
   }
   detail::check_graph_arrays(g, kOp);
   check_cbsr(x, "x", kOp, g.n_cols, "n_cols", g.device());

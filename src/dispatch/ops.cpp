@@ -108,8 +108,7 @@ void gspmm_impl(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const
                            e_in.dtype() == DType::f32 &&
                            (e_in.ndim() == 1 || (e_in.ndim() == 2 && e_in.dim(1) == 1));
   const Tensor none;
-  if (const DType half = detail::half_operands(kOp, {{&u, "u"}, {f32_weights ? &none : &e_in, "e"}},
-                                               true);
+  if (const DType half = detail::half_operands(kOp, {{&u, "u"}, {f32_weights ? &none : &e_in, "e"}});
       is_half(half) && !g.device().is_cuda()) {
     half_on_host(kOp, half, out, [&](Tensor& o) {
       gspmm_impl(g, op, reduce, detail::as_f32(u), detail::as_f32(e_in), o, arg_u, arg_e, options);
@@ -184,7 +183,7 @@ void gspmm(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const Tens
 void gsddmm(const Graph& g, SddmmOp op, const Tensor& lhs, const Tensor& rhs, Tensor& out,
             Target lhs_target, Target rhs_target, const OpOptions& options) {
   constexpr const char* kOp = "gsddmm";
-  if (const DType half = detail::half_operands(kOp, {{&lhs, "lhs"}, {&rhs, "rhs"}}, true);
+  if (const DType half = detail::half_operands(kOp, {{&lhs, "lhs"}, {&rhs, "rhs"}});
       is_half(half) && !g.device().is_cuda()) {
     half_on_host(kOp, half, out, [&](Tensor& o) {
       gsddmm(g, op, detail::as_f32(lhs), detail::as_f32(rhs), o, lhs_target, rhs_target, options);

@@ -6,6 +6,7 @@
 // is within the half dtype's rounding (norm-wise; sums of both signs against the sum of their
 // magnitudes). A degree-10,000 fp16 row sum equals the float32 sum rounded once (dmlc/dgl#4674:
 // fp16 accumulation saturates at 2048). Strategies without half kernels say so by name.
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -493,9 +494,125 @@ TEST(HalfGpu, StrategiesWithoutHalfKernelsSaySo) {
         [&] { gsddmm(G.dev, SddmmOp::dot, u, u, out, Target::u, Target::v, o); },
         {"gnnone", "bfloat16"});
   }
-  // Ops without GPU half kernels refuse half operands on the device by name.
-  Tensor s = Tensor::full({G.host.nnz(), 1}, DType::bf16, 0.5).to(Device::cuda()), sm;
-  expect_throw<Unsupported>([&] { edge_softmax(G.dev, s, sm); }, {"edge_softmax", "bfloat16"});
+#endif
+}
+
+// The ops without half kernels (edge_softmax, the GAT aggregation, maxk and the CBSR products,
+// forward and backward) take half operands on the GPU too: converted to float32 and back on the
+// device, on the op's stream. Run here on a non-blocking stream, whose work the default stream
+// does not wait for, with every output poisoned: a conversion on another stream, or one not
+// waited for, shows as NaN or stale values. Each result is held to the oracle on the same
+// (exactly converted) values within the half dtype's rounding (gradients: two roundings).
+TEST(HalfGpu, OpsWithoutHalfKernelsConvertOnTheOpsStream) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  OpOptions o;
+  o.stream = st;
+  auto done = [&] { ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess); };
+  auto dev = [](const Tensor& t) { return t.to(Device::cuda()); };
+  auto poisoned = [](std::vector<int64_t> shape, DType t) {
+    Tensor p = Tensor::empty(std::move(shape), t, Device::cuda());
+    p.fill_(NAN);
+    return p;
+  };
+  auto f32 = [](const Tensor& t) { return t.to(Device::cpu()).astype(DType::f32); };
+  for (DType t : {DType::f16, DType::bf16})
+    for (GraphKind kind : {GraphKind::rmat, GraphKind::empty_rows, GraphKind::no_edges}) {
+      const Graph g = random_graph(kind, 700, seed_for(130 + int(kind)), false);
+      const Graph gd = g.to(Device::cuda());
+      const double tol = half_tol(t);
+      auto half = [&](std::vector<int64_t> shape, uint64_t salt) {
+        return random_tensor(std::move(shape), seed_for(salt), -1.f, 1.f).astype(t);
+      };
+      for (int64_t H : {1, 4}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + kind_name(kind) + " H=" +
+                     std::to_string(H));
+        const int64_t F = 12;
+        const Tensor scores = half({g.nnz(), H}, 140), gout = half({g.nnz(), H}, 141);
+        Tensor want, got = poisoned({g.nnz(), H}, t);
+        edge_softmax(g, f32(scores), want, cpu_ref());
+        edge_softmax(gd, dev(scores), got, o);
+        done();
+        ASSERT_EQ(got.dtype(), t);
+        EXPECT_LT(rel_error(got, want), tol) << "edge_softmax";
+        Tensor gs_want, gs = poisoned({g.nnz(), H}, t);
+        edge_softmax_backward(g, f32(got), f32(gout), gs_want, cpu_ref());
+        edge_softmax_backward(gd, got, dev(gout), gs, o);
+        done();
+        EXPECT_LT(rel_error(gs, gs_want), 2 * tol) << "edge_softmax_backward";
+
+        const Tensor feat = half({g.n_cols, H * F}, 142), el = half({g.n_cols, H}, 143),
+                     er = half({g.n_rows, H}, 144), go = half({g.n_rows, H * F}, 145);
+        GatParams params;
+        params.heads = H;
+        for (const std::string strategy : {"gat_fused", "unfused"}) {
+          SCOPED_TRACE(strategy);
+          OpOptions os = o;
+          os.schedule = sched(strategy);
+          Tensor out_want, attn_want;
+          gat_aggregate(g, f32(feat), f32(el), f32(er), params, out_want, attn_want, cpu_ref());
+          Tensor out = poisoned({g.n_rows, H * F}, t), attn = poisoned({g.nnz(), H}, t);
+          gat_aggregate(gd, dev(feat), dev(el), dev(er), params, out, attn, os);
+          done();
+          ASSERT_EQ(attn.dtype(), t);
+          EXPECT_LT(rel_error(out, out_want), tol) << "gat_aggregate out";
+          EXPECT_LT(rel_error(attn, attn_want), tol) << "gat_aggregate attn";
+          Tensor gf_want, gl_want, gr_want;
+          gat_aggregate_backward(g, f32(feat), f32(el), f32(er), f32(attn), f32(go), params,
+                                 gf_want, gl_want, gr_want, cpu_ref());
+          Tensor gf = poisoned({g.n_cols, H * F}, t), gl = poisoned({g.n_cols, H}, t),
+                 gr = poisoned({g.n_rows, H}, t);
+          gat_aggregate_backward(gd, dev(feat), dev(el), dev(er), attn, dev(go), params, gf, gl,
+                                 gr, os);
+          done();
+          EXPECT_LT(rel_error(gf, gf_want), 2 * tol) << "grad_feat";
+          EXPECT_LT(rel_error(gl, gl_want), 2 * tol) << "grad_el";
+          EXPECT_LT(rel_error(gr, gr_want), 2 * tol) << "grad_er";
+        }
+      }
+      // MaxK: few distinct values, so many ties, broken by the lower column as in float32.
+      for (int64_t k : {1, 7, 32}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + kind_name(kind) + " k=" +
+                     std::to_string(k));
+        const int64_t F = 64;
+        Tensor x = random_tensor({g.n_cols, F}, seed_for(150 + k), -4.f, 4.f);
+        for (int64_t i = 0; i < x.numel(); ++i)
+          x.data<float>()[i] = std::round(x.data<float>()[i] * 2.f) / 2.f;
+        const Tensor xh = x.astype(t);
+        const Cbsr want = maxk(f32(xh), k, cpu_ref());
+        Cbsr got;
+        got.data = poisoned({g.n_cols, k}, t);
+        got.index = Tensor::zeros({g.n_cols, k}, DType::u8, Device::cuda());
+        maxk(dev(xh), k, got, o);
+        done();
+        ASSERT_EQ(got.data.dtype(), t);
+        EXPECT_EQ(got.index.to(Device::cpu()).to_vector<uint8_t>(),
+                  want.index.to_vector<uint8_t>());
+        EXPECT_EQ(rel_error(got.data, want.data), 0.0);  // the kept values are the input's own
+        const Tensor dd = half({g.n_cols, k}, 160);
+        Tensor dx = poisoned({g.n_cols, F}, t);
+        maxk_backward(got, dev(dd), dx, o);
+        done();
+        ASSERT_EQ(dx.dtype(), t);
+        EXPECT_EQ(rel_error(dx, maxk_backward(want, f32(dd), cpu_ref())), 0.0);
+
+        Tensor out_want, out = poisoned({g.n_rows, F}, t);
+        const Tensor e = half({g.nnz()}, 161);
+        cbsr_spgemm(g, want, f32(e), out_want, cpu_ref());
+        cbsr_spgemm(gd, got, dev(e), out, o);
+        done();
+        EXPECT_LT(rel_error(out, out_want), tol) << "cbsr_spgemm";
+        const Tensor dout = half({g.n_rows, F}, 162);
+        Tensor d_want, d = poisoned({g.n_cols, k}, t);
+        cbsr_sspmm(g, f32(e), f32(dout), want, d_want, cpu_ref());
+        cbsr_sspmm(gd, dev(e), dev(dout), got, d, o);
+        done();
+        EXPECT_LT(rel_error(d, d_want), tol) << "cbsr_sspmm";
+      }
+    }
+  cudaStreamDestroy(st);
 #endif
 }
 
