@@ -66,7 +66,7 @@ limited() {
   timeout --kill-after=5 "$l" "$@"
 }
 # " (cut short ...)" when exit status $1 is timeout's.
-cut() { if [ "$1" = 124 ] || [ "$1" = 137 ]; then echo " (cut short at the deadline, DEADLINE_S=$DEADLINE_S)"; fi; }
+past_deadline() { if [ "$1" = 124 ] || [ "$1" = 137 ]; then echo " (cut short at the deadline, DEADLINE_S=$DEADLINE_S)"; fi; }
 # Whether stage $1 may start; if not, it is reported as not run (a failure: the check is incomplete).
 in_time() {
   [ "$(left)" -ge 10 ] && return 0
@@ -146,7 +146,7 @@ if [ "$built" = 1 ] && [ "${SKIP_CTEST:-0}" != 1 ] && in_time "ctest -L gpu"; th
   line=$(grep -E 'tests passed|tests failed' "$LOG_DIR/ctest.log" | tail -1)
   skipped=$(grep -c 'Skipped' "$LOG_DIR/ctest.log" || true)
   if [ "$rc" = 0 ]; then note "ctest -L gpu" "ok: $line (skipped: $skipped)"
-  else fail "ctest -L gpu" "$line$(cut "$rc")"; fi
+  else fail "ctest -L gpu" "$line$(past_deadline "$rc")"; fi
   grep -E '^\[  (FAILED|PASSED) |^\[==========\] .* ran' "$LOG_DIR/ctest.log" | sort | uniq -c | head -20
 fi
 
@@ -170,7 +170,7 @@ sanitize() {  # tool
     local summary
     summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)
     if [ "$rc" = 0 ]; then note "$tool $name" "ok: ${summary:-no summary line}"
-    else fail "$tool $name" "rc=$rc ${summary}$(cut "$rc")"; grep -m5 -E 'Invalid|Race|Error|FAILED' "$log"; fi
+    else fail "$tool $name" "rc=$rc ${summary}$(past_deadline "$rc")"; grep -m5 -E 'Invalid|Race|Error|FAILED' "$log"; fi
   done
 }
 if [ "$built" = 1 ] && [ "${SKIP_SANITIZER:-0}" != 1 ]; then
@@ -189,7 +189,7 @@ if [ "$built" = 1 ] && [ "${SKIP_BENCH:-0}" != 1 ] && in_time bench; then
     SPGNN="$ROOT/$BUILD_DIR/spgnn" limited bash bench/gpu_suite.sh 2>&1 | tee "$LOG_DIR/bench.log"
     rc=${PIPESTATUS[0]}
     if [ "$rc" = 0 ]; then note bench "ok (table above, log $LOG_DIR/bench.log)"
-    else fail bench "see $LOG_DIR/bench.log$(cut "$rc")"; fi
+    else fail bench "see $LOG_DIR/bench.log$(past_deadline "$rc")"; fi
   else
     note bench "skipped: bench/gpu_suite.sh not found"
   fi
@@ -207,7 +207,7 @@ for extra in ${EXTRAS:-}; do
          -p no:cacheprovider "${pyargs[@]}") 2>&1 | tee "$LOG_DIR/python.log"
       rc=${PIPESTATUS[0]}
       if [ "$rc" = 0 ]; then note python "ok: $(tail -1 "$LOG_DIR/python.log")"
-      else fail python "$(tail -1 "$LOG_DIR/python.log")$(cut "$rc")"; fi
+      else fail python "$(tail -1 "$LOG_DIR/python.log")$(past_deadline "$rc")"; fi
     else
       fail python "not run: no build or no Python extension in $BUILD_DIR/python"
     fi
@@ -228,7 +228,7 @@ for extra in ${EXTRAS:-}; do
     | tee "$LOG_DIR/$extra.log"
   rc=${PIPESTATUS[0]}
   if [ "$rc" = 0 ]; then note "$extra" "ok (log $LOG_DIR/$extra.log)"
-  else fail "$extra" "see $LOG_DIR/$extra.log$(cut "$rc")"; fi
+  else fail "$extra" "see $LOG_DIR/$extra.log$(past_deadline "$rc")"; fi
 done
 
 # ---- summary ----------------------------------------------------------------------------------
