@@ -223,34 +223,22 @@ void sspmm_t(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x,
   const IdxT* xi = x.index.data<IdxT>();
   const float* dout = d_out.data<float>();
   float* dd = d_data.data<float>();
+  const auto t = cached_transpose(g);
+  const I* trowptr = t->graph.rowptr.data<I>();
+  const I* tcol = t->graph.col.data<I>();
+  const int64_t* perm = t->perm.data<int64_t>();
   if (reference) {
-    // The definition: each source u sums its edges in stored (row) order. The edges are
-    // grouped by source with a stable counting sort (which keeps that order), so that sources
-    // run in parallel with the sums of a serial walk over the edges, bit for bit.
-    const I* rowptr = g.rowptr.data<I>();
-    const I* col = g.col.data<I>();
-    const int64_t nnz = g.nnz();
-    std::vector<int64_t> start(static_cast<size_t>(g.n_cols + 1), 0);
-    std::vector<int64_t> edge(static_cast<size_t>(nnz)), dst(static_cast<size_t>(nnz));
-    for (int64_t e = 0; e < nnz; ++e) ++start[size_t(col[e]) + 1];
-    for (int64_t u = 0; u < g.n_cols; ++u) start[size_t(u + 1)] += start[size_t(u)];
-    {
-      std::vector<int64_t> next(start.begin(), start.end() - 1);
-      for (int64_t v = 0; v < g.n_rows; ++v)
-        for (int64_t e = rowptr[v]; e < rowptr[v + 1]; ++e) {
-          const int64_t slot = next[size_t(col[e])]++;
-          edge[size_t(slot)] = e;
-          dst[size_t(slot)] = v;
-        }
-    }
-#pragma omp parallel if (nnz * k >= kMinParallelWork)
+    // The definition: each source u sums its edges in stored (row) order. The transpose
+    // lists a source's edges in that order (transpose() is stable), so sources run in parallel
+    // with the sums of a serial walk over the edges, bit for bit.
+#pragma omp parallel if (g.nnz() * k >= kMinParallelWork)
     {
       std::vector<double> acc(static_cast<size_t>(k));
 #pragma omp for schedule(dynamic, 64)
       for (int64_t u = 0; u < g.n_cols; ++u) {
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t s = start[size_t(u)]; s < start[size_t(u + 1)]; ++s) {
-          const int64_t e = edge[size_t(s)], v = dst[size_t(s)];
+        for (int64_t s = trowptr[u]; s < trowptr[u + 1]; ++s) {
+          const int64_t e = perm[s], v = tcol[s];
           for (int64_t j = 0; j < k; ++j)
             acc[size_t(j)] += double(weight(w, e)) * double(dout[v * F + xi[u * k + j]]);
         }
@@ -259,10 +247,6 @@ void sspmm_t(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x,
     }
     return;
   }
-  const auto t = cached_transpose(g);
-  const I* trowptr = t->graph.rowptr.data<I>();
-  const I* tcol = t->graph.col.data<I>();
-  const int64_t* perm = t->perm.data<int64_t>();
 #pragma omp parallel for schedule(dynamic, 64) if (g.nnz() * k + g.n_cols * k >= kMinParallelWork)
   for (int64_t u = 0; u < g.n_cols; ++u) {
     float* du = dd + u * k;
