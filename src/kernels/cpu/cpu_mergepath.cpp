@@ -25,17 +25,7 @@ constexpr int64_t kFloatsPerLine = 16;
 // Max/min record winners as int32 offsets within blocks of at most this many edges.
 constexpr int64_t kMaxArgBlock = int64_t{1} << 30;
 
-// ---- SpMM: message and reduction functors ----------------------------------------------------
-
-template <SpmmOp Op>
-inline float spmm_message(float x, float w) {
-  if constexpr (Op == SpmmOp::copy_u) return x;
-  else if constexpr (Op == SpmmOp::copy_e) return w;
-  else if constexpr (Op == SpmmOp::u_mul_e) return x * w;
-  else if constexpr (Op == SpmmOp::u_add_e) return x + w;
-  else if constexpr (Op == SpmmOp::u_sub_e) return x - w;
-  else return x / w;
-}
+// ---- SpMM: reduction functors (messages: spmm_message, cpu_kernels.hpp) ------------------------
 
 // A reduction keeps a running value per feature and, for max/min, the edge that produced it
 // (update() is only used by max/min; sum and mean simply add).
@@ -411,14 +401,9 @@ void edge_sddmm_op(const SddmmProblem& p) {
 void cpu_mergepath_spmm(const SpmmProblem& p, const Schedule& s) {
   const int64_t row_cost = param(s, "row_cost", 1);
   const int64_t chunks_per_thread = param(s, "chunks_per_thread", 2);
-  switch (p.op) {
-    case SpmmOp::copy_u: return mergepath_op<SpmmOp::copy_u>(p, row_cost, chunks_per_thread);
-    case SpmmOp::copy_e: return mergepath_op<SpmmOp::copy_e>(p, row_cost, chunks_per_thread);
-    case SpmmOp::u_mul_e: return mergepath_op<SpmmOp::u_mul_e>(p, row_cost, chunks_per_thread);
-    case SpmmOp::u_add_e: return mergepath_op<SpmmOp::u_add_e>(p, row_cost, chunks_per_thread);
-    case SpmmOp::u_sub_e: return mergepath_op<SpmmOp::u_sub_e>(p, row_cost, chunks_per_thread);
-    case SpmmOp::u_div_e: return mergepath_op<SpmmOp::u_div_e>(p, row_cost, chunks_per_thread);
-  }
+  with_spmm_op(p.op, [&](auto op) {
+    mergepath_op<decltype(op)::value>(p, row_cost, chunks_per_thread);
+  });
 }
 
 void cpu_edge_sddmm(const SddmmProblem& p, const Schedule&) {

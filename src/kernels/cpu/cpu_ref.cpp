@@ -12,21 +12,11 @@ namespace spgnn::detail {
 
 namespace {
 
-// One SpMM message u[src, f] op e[edge, f]. `T` is double for sum/mean (the float64
-// accumulation the oracle promises) and the operands' type for max/min: a float32 kernel decides the winner
-// among float32 messages, so the oracle must compare the same float32 values or near-ties
-// would give a different arg than every kernel under test (the value itself is identical:
-// +, -, * of two floats is exact in double, and rounding it to float is the float op).
-// The op is a template parameter only so that the feature loop below has no branch in it.
-template <SpmmOp Op, class T>
-T spmm_message(T x, T w) {
-  if constexpr (Op == SpmmOp::copy_u) return x;
-  else if constexpr (Op == SpmmOp::copy_e) return w;
-  else if constexpr (Op == SpmmOp::u_mul_e) return x * w;
-  else if constexpr (Op == SpmmOp::u_add_e) return x + w;
-  else if constexpr (Op == SpmmOp::u_sub_e) return x - w;
-  else return x / w;
-}
+// Messages (spmm_message, cpu_kernels.hpp) are taken in double for sum/mean (the float64
+// accumulation the oracle promises) and in the operands' type for max/min: a float32 kernel
+// decides the winner among float32 messages, so the oracle must compare the same float32 values
+// or near-ties would give a different arg than every kernel under test (the value itself is
+// identical: +, -, * of two floats is exact in double, and rounding it to float is the float op).
 
 // V is the value type of the operands: float, or double for the float64 path.
 template <SpmmOp Op, class Index, class V>
@@ -106,14 +96,7 @@ void ref_spmm_op(const SpmmProblem& p) {
 
 template <class Index, class V>
 void ref_spmm(const SpmmProblem& p) {
-  switch (p.op) {
-    case SpmmOp::copy_u: return ref_spmm_op<SpmmOp::copy_u, Index, V>(p);
-    case SpmmOp::copy_e: return ref_spmm_op<SpmmOp::copy_e, Index, V>(p);
-    case SpmmOp::u_mul_e: return ref_spmm_op<SpmmOp::u_mul_e, Index, V>(p);
-    case SpmmOp::u_add_e: return ref_spmm_op<SpmmOp::u_add_e, Index, V>(p);
-    case SpmmOp::u_sub_e: return ref_spmm_op<SpmmOp::u_sub_e, Index, V>(p);
-    case SpmmOp::u_div_e: return ref_spmm_op<SpmmOp::u_div_e, Index, V>(p);
-  }
+  with_spmm_op(p.op, [&](auto op) { ref_spmm_op<decltype(op)::value, Index, V>(p); });
 }
 
 double sddmm_combine(SddmmOp op, double a, double b) {
