@@ -1,13 +1,16 @@
-// What every GPU test binary shares: the quick switch and a cache of host/device graph pairs.
+// What every GPU test binary shares: the quick switch, a cache of host/device graph pairs, and
+// device tensors: copies of host ones and NaN-poisoned outputs.
 // SPGNN_TEST_QUICK=1 (set by scripts/gpu-check.sh for the compute-sanitizer runs) asks for
 // smaller graphs and sweeps. Included once per test binary (anonymous namespace).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "test_util.hpp"
 
@@ -17,6 +20,18 @@ namespace {
 [[maybe_unused]] bool quick() {
   const char* q = std::getenv("SPGNN_TEST_QUICK");
   return q && *q && std::string(q) != "0";
+}
+
+// t copied to the GPU.
+[[maybe_unused]] Tensor dev(const Tensor& t) { return t.to(Device::cuda()); }
+
+// An output on the GPU filled with NaN on `stream` (the stream the op under test runs on, so the
+// fill is ordered before it), so an element the op does not write fails the comparison.
+[[maybe_unused]] Tensor poisoned(std::vector<int64_t> shape, void* stream = nullptr,
+                                DType dtype = DType::f32) {
+  Tensor t = Tensor::empty(std::move(shape), dtype, Device::cuda());
+  t.fill_(NAN, stream);
+  return t;
 }
 
 struct Graphs {

@@ -55,12 +55,6 @@ namespace {
   o.stream = stream;
   return o;
 }
-[[maybe_unused]] Tensor poisoned(std::vector<int64_t> shape, void* stream = nullptr) {
-  Tensor t = Tensor::empty(std::move(shape), DType::f32, Device::cuda());
-  t.fill_(NAN, stream);
-  return t;
-}
-[[maybe_unused]] Tensor dev(const Tensor& t) { return t.to(Device::cuda()); }
 
 [[maybe_unused]] constexpr double kTol = 1e-5;
 [[maybe_unused]] int g_failures = 0;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <random>
 #include <unistd.h>
 
@@ -101,6 +102,22 @@ void check_half_spmm(DType h, GraphKind kind, DType idx, SpmmOp op, Reduce red, 
   check_half_spmm_on(graphs(kind, idx), kind_name(kind), h, op, red, F, ew, w_dtype, strategies);
 }
 
+// The strategies' split-row paths in both half dtypes: copy_u/sum, u_mul_e/mean with scalar
+// half weights and u_add_e/sum with wide half edge rows, on the graphs whose rows get split (a
+// star's hub, the half row, R-MAT's hubs) and on empty rows.
+void check_split_rows(const std::vector<std::string>& strategies,
+                      std::initializer_list<int64_t> widths) {
+  for (DType h : {DType::f16, DType::bf16})
+    for (GraphKind k : {GraphKind::star, GraphKind::half_row, GraphKind::rmat,
+                        GraphKind::empty_rows})
+      for (DType idx : kIndex)
+        for (int64_t F : widths) {
+          check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32, strategies);
+          check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, h, strategies);
+          check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, strategies);
+        }
+}
+
 void check_half_sddmm_on(const Graphs& G, const std::string& gname, DType h, SddmmOp op,
                          Target lt, Target rt, int64_t F,
                          const std::vector<std::string>& strategies) {
@@ -184,15 +201,7 @@ TEST(HalfGpu, GnnoneCutRowsAtEverySubSliceLength) {
   for (int64_t cache : {32, 64, 256})
     st.push_back("gnnone:cache_size=" + std::to_string(cache) + ",warps=" +
                  (cache == 64 ? "16" : "1"));
-  for (DType h : {DType::f16, DType::bf16})
-    for (GraphKind k : {GraphKind::star, GraphKind::half_row, GraphKind::rmat,
-                        GraphKind::empty_rows})
-      for (DType idx : kIndex)
-        for (int64_t F : {1, 6, 64, 264, 520}) {
-          check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32, st);
-          check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, h, st);
-          check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, st);
-        }
+  check_split_rows(st, {1, 6, 64, 264, 520});
 #endif
 }
 
@@ -246,15 +255,7 @@ TEST(HalfGpu, GspmmHeavyRowsSplitOrNot) {
   for (int64_t split : {32, 512, -1})
     for (const char* assign : {"", ",assign=2"})
       st.push_back("warp_vertex:split=" + std::to_string(split) + assign);
-  for (DType h : {DType::f16, DType::bf16})
-    for (GraphKind k : {GraphKind::star, GraphKind::half_row, GraphKind::rmat,
-                        GraphKind::empty_rows})
-      for (DType idx : kIndex)
-        for (int64_t F : {1, 10, 64, 264, 520}) {
-          check_half_spmm(h, k, idx, SpmmOp::copy_u, Reduce::sum, F, 0, DType::f32, st);
-          check_half_spmm(h, k, idx, SpmmOp::u_mul_e, Reduce::mean, F, 1, h, st);
-          check_half_spmm(h, k, idx, SpmmOp::u_add_e, Reduce::sum, F, F, h, st);
-        }
+  check_split_rows(st, {1, 10, 64, 264, 520});
 #endif
 }
 
@@ -511,12 +512,8 @@ TEST(HalfGpu, OpsWithoutHalfKernelsConvertOnTheOpsStream) {
   OpOptions o;
   o.stream = st;
   auto done = [&] { ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess); };
-  auto dev = [](const Tensor& t) { return t.to(Device::cuda()); };
-  auto poisoned = [](std::vector<int64_t> shape, DType t) {
-    Tensor p = Tensor::empty(std::move(shape), t, Device::cuda());
-    p.fill_(NAN);
-    return p;
-  };
+  // Outputs are poisoned on st itself: a fill on the default stream is not ordered before work
+  // on a non-blocking stream.
   auto f32 = [](const Tensor& t) { return t.to(Device::cpu()).astype(DType::f32); };
   for (DType t : {DType::f16, DType::bf16})
     for (GraphKind kind : {GraphKind::rmat, GraphKind::empty_rows, GraphKind::no_edges}) {
@@ -531,13 +528,13 @@ TEST(HalfGpu, OpsWithoutHalfKernelsConvertOnTheOpsStream) {
                      std::to_string(H));
         const int64_t F = 12;
         const Tensor scores = half({g.nnz(), H}, 140), gout = half({g.nnz(), H}, 141);
-        Tensor want, got = poisoned({g.nnz(), H}, t);
+        Tensor want, got = poisoned({g.nnz(), H}, st, t);
         edge_softmax(g, f32(scores), want, cpu_ref());
         edge_softmax(gd, dev(scores), got, o);
         done();
         ASSERT_EQ(got.dtype(), t);
         EXPECT_LT(rel_error(got, want), tol) << "edge_softmax";
-        Tensor gs_want, gs = poisoned({g.nnz(), H}, t);
+        Tensor gs_want, gs = poisoned({g.nnz(), H}, st, t);
         edge_softmax_backward(g, f32(got), f32(gout), gs_want, cpu_ref());
         edge_softmax_backward(gd, got, dev(gout), gs, o);
         done();
@@ -553,7 +550,7 @@ TEST(HalfGpu, OpsWithoutHalfKernelsConvertOnTheOpsStream) {
           os.schedule = sched(strategy);
           Tensor out_want, attn_want;
           gat_aggregate(g, f32(feat), f32(el), f32(er), params, out_want, attn_want, cpu_ref());
-          Tensor out = poisoned({g.n_rows, H * F}, t), attn = poisoned({g.nnz(), H}, t);
+          Tensor out = poisoned({g.n_rows, H * F}, st, t), attn = poisoned({g.nnz(), H}, st, t);
           gat_aggregate(gd, dev(feat), dev(el), dev(er), params, out, attn, os);
           done();
           ASSERT_EQ(attn.dtype(), t);
@@ -562,8 +559,8 @@ TEST(HalfGpu, OpsWithoutHalfKernelsConvertOnTheOpsStream) {
           Tensor gf_want, gl_want, gr_want;
           gat_aggregate_backward(g, f32(feat), f32(el), f32(er), f32(attn), f32(go), params,
                                  gf_want, gl_want, gr_want, cpu_ref());
-          Tensor gf = poisoned({g.n_cols, H * F}, t), gl = poisoned({g.n_cols, H}, t),
-                 gr = poisoned({g.n_rows, H}, t);
+          Tensor gf = poisoned({g.n_cols, H * F}, st, t), gl = poisoned({g.n_cols, H}, st, t),
+                 gr = poisoned({g.n_rows, H}, st, t);
           gat_aggregate_backward(gd, dev(feat), dev(el), dev(er), attn, dev(go), params, gf, gl,
                                  gr, os);
           done();
@@ -583,8 +580,9 @@ TEST(HalfGpu, OpsWithoutHalfKernelsConvertOnTheOpsStream) {
         const Tensor xh = x.astype(t);
         const Cbsr want = maxk(f32(xh), k, cpu_ref());
         Cbsr got;
-        got.data = poisoned({g.n_cols, k}, t);
-        got.index = Tensor::zeros({g.n_cols, k}, DType::u8, Device::cuda());
+        got.data = poisoned({g.n_cols, k}, st, t);
+        got.index = Tensor::empty({g.n_cols, k}, DType::u8, Device::cuda());
+        got.index.fill_(0, st);
         maxk(dev(xh), k, got, o);
         done();
         ASSERT_EQ(got.data.dtype(), t);
@@ -592,20 +590,20 @@ TEST(HalfGpu, OpsWithoutHalfKernelsConvertOnTheOpsStream) {
                   want.index.to_vector<uint8_t>());
         EXPECT_EQ(rel_error(got.data, want.data), 0.0);  // the kept values are the input's own
         const Tensor dd = half({g.n_cols, k}, 160);
-        Tensor dx = poisoned({g.n_cols, F}, t);
+        Tensor dx = poisoned({g.n_cols, F}, st, t);
         maxk_backward(got, dev(dd), dx, o);
         done();
         ASSERT_EQ(dx.dtype(), t);
         EXPECT_EQ(rel_error(dx, maxk_backward(want, f32(dd), cpu_ref())), 0.0);
 
-        Tensor out_want, out = poisoned({g.n_rows, F}, t);
+        Tensor out_want, out = poisoned({g.n_rows, F}, st, t);
         const Tensor e = half({g.nnz()}, 161);
         cbsr_spgemm(g, want, f32(e), out_want, cpu_ref());
         cbsr_spgemm(gd, got, dev(e), out, o);
         done();
         EXPECT_LT(rel_error(out, out_want), tol) << "cbsr_spgemm";
         const Tensor dout = half({g.n_rows, F}, 162);
-        Tensor d_want, d = poisoned({g.n_cols, k}, t);
+        Tensor d_want, d = poisoned({g.n_cols, k}, st, t);
         cbsr_sspmm(g, f32(e), f32(dout), want, d_want, cpu_ref());
         cbsr_sspmm(gd, dev(e), dev(dout), got, d, o);
         done();
