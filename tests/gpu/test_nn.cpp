@@ -267,9 +267,14 @@ TEST(NnGpuModel, ForwardAndBackwardMatchCpu) {
                         Case{ConvKind::gin, 8, true}}) {
     SCOPED_TRACE(std::string(nn::conv_name(c.kind)) + " maxk " + std::to_string(c.maxk) +
                  (c.train_eps ? " train_eps" : ""));
-    // MaxK picks the k largest of each row: CPU and GPU GEMMs round differently, so a near tie
-    // at the k-th value may select differently; fewer rows keep such a tie unlikely.
-    const int64_t n = quick() || c.maxk > 0 ? 300 : 2000;
+    // MaxK picks the k largest of each row, and ReLU's derivative jumps at 0: CPU and GPU round
+    // differently, so a near tie at the k-th value, or a pre-activation within rounding of 0,
+    // takes a different branch on each, which leaves the forward equal but changes a gradient
+    // by a whole term. GIN's pre-activations are sums over hubs (large terms that cancel), so its
+    // rounding reaches further from 0: with 2000 rows SPGNN_TEST_SEED=3207226802 flips one in
+    // the second step (float32 against float64 on the CPU differs exactly as the GPU did).
+    // Fewer rows keep such ties unlikely.
+    const int64_t n = quick() || c.maxk > 0 || c.kind == ConvKind::gin ? 300 : 2000;
     Graph g = random_graph(GraphKind::rmat, n, seed_for(70), false);
     nn::ModelConfig mc;
     mc.kind = c.kind;
