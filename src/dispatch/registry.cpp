@@ -358,6 +358,11 @@ Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F, DType dtype) {
 // consecutive vectors (`blocked`): H200, bfloat16, F = 128: the Reddit shape 5.85 against 6.26 ms,
 // R-MAT scale 21 1.69 against 1.98, the products shape 5.84 against 6.34; at F = 64 and 256 it
 // lost (3.70 against 3.41, 14.80 against 12.42 on the Reddit shape).
+// From 40 to 64 half features, two lanes per edge, each reading its 3-4 vectors consecutively
+// (the same vectors a lane as at F = 128; the adaptive width gives 4 lanes of 2 vectors, and
+// `blocked` alone did not pay there): H100, F = 64, the tuner's pick on all three large graphs,
+// bfloat16 the Reddit shape 2.74 against 3.61 ms, R-MAT scale 21 0.816 against 1.107, the products
+// shape 2.81 against 3.80 (float16 alike), 1.32-1.36x (docs/BENCHMARKS.md, "Half SDDMM, two lanes").
 // float16 dot products of at most 64 features on regular dense rows go to cuSPARSE, as float32's
 // do at F <= 32: on the Reddit shape at F = 64 its float16 SDDMM took 2.24 ms against shuffle's
 // 3.46 on the H100 and 1.89 against 3.32 on the H200 (docs/BENCHMARKS.md, "Half SDDMM"), while
@@ -376,7 +381,8 @@ Schedule gpu_sddmm_choice(const DegreeStats& st, const SddmmProblem& p) {
   if (is_half(p.dtype)) {
     if (cusparse_half_sddmm_pays(st, p)) return Schedule{"cusparse", {}};
     Schedule s{"shuffle", {{"edges_per_block", 1024}}};
-    if (p.op == SddmmOp::dot && p.F % 8 == 0 && p.F > 64 && p.F <= 128) s.params["blocked"] = 1;
+    if (p.op == SddmmOp::dot && p.F % 8 == 0 && p.F > 32 && p.F <= 128) s.params["blocked"] = 1;
+    if (p.op == SddmmOp::dot && p.F % 8 == 0 && p.F > 32 && p.F <= 64) s.params["lanes"] = 2;
     return s;
   }
   if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};

@@ -350,6 +350,15 @@ TEST(HalfGpu, AutoSddmmTakesCusparseForNarrowFloat16DotsOnRegularLongRows) {
       {&dense, "dense regular", DType::f16, SddmmOp::mul, 64, "shuffle"},   // cuSPARSE: dot only
       {&rmat, "rmat", DType::f16, SddmmOp::dot, 64, "shuffle"},
   };
+  // Half dot products of 40-64 features that stay with shuffle: two lanes per edge, each
+  // reading its vectors consecutively (registry.cpp, gpu_sddmm_choice).
+  for (int64_t F : {40, 64}) {
+    const Schedule s = resolve_sddmm_schedule(rmat.dev, SddmmOp::dot, F, Schedule{}, DType::bf16);
+    EXPECT_EQ(s.strategy, "shuffle") << "F=" << F;
+    EXPECT_EQ(s.params.count("lanes") ? s.params.at("lanes") : 0, 2) << "F=" << F;
+    EXPECT_EQ(s.params.count("blocked") ? s.params.at("blocked") : 0, 1) << "F=" << F;
+    check_half_sddmm_on(rmat, "rmat", DType::bf16, SddmmOp::dot, Target::u, Target::v, F, "auto");
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.gname) + " " + dtype_name(c.h) + " " + name(c.op) +
                  " F=" + std::to_string(c.F));
