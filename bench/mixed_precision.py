@@ -5,10 +5,15 @@ run's JSON in OUT. --runner python: python -m spgnn.train (torch.autocast); --ru
 
     PYTHONPATH=build/python python bench/mixed_precision.py [--runner python|cli]
         [--datasets cora citeseer ...] [--models gcn gat sage] [--dtypes fp32 bf16 fp16]
-        [--runs 5] [--device cpu] [--out DIR] [--spgnn build/spgnn]
+        [--runs 5] [--hidden N] [--device cpu] [--out DIR] [--spgnn build/spgnn]
+
+Each row also gives every further dtype's paired difference to the first (same seeds: the
+runs differ only in precision), mean +- standard error over the seeds: per-seed swings of a
+few points on the unstable datasets hide a 0.5-point difference in the means, not in the pairs.
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -23,19 +28,34 @@ MODEL_ARGS = {
 }
 
 
+def model_args(args, model):
+    a = list(MODEL_ARGS[model])
+    if args.hidden:
+        a[a.index("--hidden") + 1] = str(args.hidden)
+    return a
+
+
+def paired(base, other):
+    """Mean and standard error of other - base, seed by seed (points)."""
+    d = [o - b for b, o in zip(base, other)]
+    m = sum(d) / len(d)
+    se = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d)) if len(d) > 1 else 0.0
+    return m, se
+
+
 def cli_runs(args, ds, model, dt):
-    """`spgnn train`, seeds 1..RUNS: (mean test accuracy in %, min of the median ms/epoch)."""
+    """`spgnn train`, seeds 1..RUNS: (test accuracies in %, min of the median ms/epoch)."""
     accs, times = [], []
     dtype = {"fp32": "f32", "f32": "f32", "bf16": "bf16", "fp16": "f16", "f16": "f16"}[dt]
     for seed in range(1, args.runs + 1):
         cmd = [args.spgnn, "train", "--dataset", os.path.join(args.data, ds),
-               *MODEL_ARGS[model], "--dtype", dtype, "--epochs", str(args.epochs),
+               *model_args(args, model), "--dtype", dtype, "--epochs", str(args.epochs),
                "--seed", str(seed), "--eval-every", "5", "--device", args.device,
                "--format", "json"]
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
         accs.append(100 * r["test_acc"])
         times.append(r["ms_per_epoch"])
-    return sum(accs) / len(accs), min(times)
+    return accs, min(times)
 
 
 def main():
@@ -46,6 +66,8 @@ def main():
     ap.add_argument("--dtypes", nargs="+", default=["fp32", "bf16", "fp16"])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=200)
+    ap.add_argument("--hidden", type=int, default=0,
+                    help="hidden width of every model (GAT: per head); 0: PyG's example's")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default="/tmp/spgnn-mixed-precision")
     ap.add_argument("--runner", choices=("python", "cli"), default="python")
@@ -55,9 +77,11 @@ def main():
                                                    "..", "..", "shared", "data"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    others = args.dtypes[1:]
     print("| dataset | model | " + " | ".join(f"{d} acc" for d in args.dtypes) + " | " +
+          "".join(f"{d} - {args.dtypes[0]} (paired) | " for d in others) +
           " | ".join(f"{d} ms/epoch" for d in args.dtypes) + " |")
-    print("|---|---|" + "---:|" * (2 * len(args.dtypes)))
+    print("|---|---|" + "---:|" * (2 * len(args.dtypes) + len(others)))
     for ds in args.datasets:
         for model in args.models:
             accs, times = [], []
@@ -68,14 +92,17 @@ def main():
                     times.append(ms)
                     continue
                 out = os.path.join(args.out, f"{ds}-{model}-{dt}.json")
-                cmd = [sys.executable, "-m", "spgnn.train", "--dataset", ds, *MODEL_ARGS[model],
+                cmd = [sys.executable, "-m", "spgnn.train", "--dataset", ds, *model_args(args, model),
                        "--dtype", dt, "--runs", str(args.runs), "--epochs", str(args.epochs),
                        "--eval-every", "5", "--device", args.device, "--json", out]
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 r = json.load(open(out))
-                accs.append(100 * r["test_acc_mean"])
+                accs.append([100 * a for a in r["test_acc"]])
                 times.append(min(r["epoch_ms"]))
-            print(f"| {ds} | {model} | " + " | ".join(f"{a:.2f}" for a in accs) + " | " +
+            means = [sum(a) / len(a) for a in accs]
+            diffs = ["{:+.2f} ± {:.2f}".format(*paired(accs[0], a)) for a in accs[1:]]
+            print(f"| {ds} | {model} | " + " | ".join(f"{m:.2f}" for m in means) + " | " +
+                  "".join(f"{d} | " for d in diffs) +
                   " | ".join(f"{t:.1f}" for t in times) + " |", flush=True)
 
 
