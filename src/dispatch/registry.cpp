@@ -340,11 +340,21 @@ bool regular_dense_rows(const DegreeStats& st) {
 // gnnone's 10.86 ms; at F = 64 gnnone 2.67 against 2.98) and on tiny or empty graphs (one kernel;
 // cuSPARSE's half SpMM rounds per partial), gnnone elsewhere (R-MAT scale 21: 0.98 against 2.13
 // ms at F = 64). docs/BENCHMARKS.md, "Half SpMM". SDDMM's half kernel is shuffle.
+// On regular dense rows at 16 < F <= 32 a group of 2-4 lanes per row wins too when each warp
+// takes one task per atomic (step=1; the default 4 hands a warp four rows' groups at once) and
+// no row is split (split=-1: the automatic threshold splits these rows, and with step=1 alone
+// it is slower than gnnone): H100, the Reddit shapes (directed and symmetric), bfloat16 and
+// float16, F = 24 and 32: 1.51-1.63 ms against gnnone's 2.08-2.16 (1.32-1.38x), warp_vertex
+// with step=1 only 2.35-2.52, the default 2.44-2.61 (the tuner's pick at F = 32;
+// docs/BENCHMARKS.md, "Half SpMM on narrow regular rows").
 Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F, DType dtype) {
-  if (is_half(dtype))
+  if (is_half(dtype)) {
+    if (st.nnz >= kTinyNnz && regular_dense_rows(st) && F > 16 && F <= 32)
+      return Schedule{"warp_vertex", {{"step", 1}, {"split", -1}}};
     return Schedule{st.nnz < kTinyNnz || (regular_dense_rows(st) && F >= 128) ? "warp_vertex"
                                                                                : "gnnone",
                     {}};
+  }
   if (st.nnz == 0) return Schedule{"warp_vertex", {}};  // one kernel, nothing to balance
   if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};
   if (regular_dense_rows(st) && F >= 128) return Schedule{"warp_vertex", {}};

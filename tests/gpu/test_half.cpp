@@ -370,6 +370,53 @@ TEST(HalfGpu, AutoSddmmTakesCusparseForNarrowFloat16DotsOnRegularLongRows) {
 #endif
 }
 
+// Half SpMM on regular dense rows: one group per row at 16 < F <= 32 (warp_vertex, one task per
+// atomic, no split rows), at F >= 128 (plain warp_vertex), gnnone between and on R-MAT (past
+// the tiny-graph rule's 20K edges); each checked against the oracle as `auto` runs it.
+TEST(HalfGpu, AutoSpmmTakesWarpVertexOnRegularLongRows) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
+  Graphs dense;
+  dense.host = generate_erdos_renyi(3000, 96, seed_for(77));  // avg 96, CV ~0.1
+  dense.dev = dense.host.to(Device::cuda());
+  Graphs rmat;
+  RmatParams rp;
+  rp.scale = 12;  // 4096 vertices, ~60K edges: above the tiny-graph rule, average degree < 64
+  rp.seed = seed_for(78);
+  rmat.host = generate_rmat(rp);
+  rmat.dev = rmat.host.to(Device::cuda());
+  struct Case {
+    const Graphs* g;
+    const char* gname;
+    int64_t F;
+    const char* want;
+    int64_t step;  // warp_vertex's step and split as resolved (4 and 0: the defaults)
+    int64_t split;
+  };
+  for (const Case& c : {Case{&dense, "dense regular", 32, "warp_vertex", 1, -1},
+                        Case{&dense, "dense regular", 20, "warp_vertex", 1, -1},
+                        Case{&dense, "dense regular", 16, "gnnone", 0, 0},
+                        Case{&dense, "dense regular", 64, "gnnone", 0, 0},
+                        Case{&dense, "dense regular", 128, "warp_vertex", 4, 0},
+                        Case{&rmat, "rmat", 32, "gnnone", 0, 0}})
+    for (DType h : {DType::bf16, DType::f16}) {
+      SCOPED_TRACE(std::string(c.gname) + " " + dtype_name(h) + " F=" + std::to_string(c.F));
+      const Schedule s =
+          resolve_spmm_schedule(c.g->dev, SpmmOp::u_mul_e, Reduce::sum, c.F, Schedule{}, h);
+      EXPECT_EQ(s.strategy, c.want);
+      if (s.strategy == "warp_vertex") {
+        EXPECT_EQ(s.params.count("step") ? s.params.at("step") : 4, c.step);
+        EXPECT_EQ(s.params.count("split") ? s.params.at("split") : 0, c.split);
+      }
+      check_half_spmm_on(*c.g, c.gname, h, SpmmOp::u_mul_e, Reduce::sum, c.F, 1, DType::f32,
+                         "auto");
+      check_half_spmm_on(*c.g, c.gname, h, SpmmOp::copy_u, Reduce::mean, c.F, 0, DType::f32,
+                         "auto");
+    }
+#endif
+}
+
 TEST(HalfGpu, Fp16RowSumOfDegree10000MatchesFloat32Accumulation) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
