@@ -391,8 +391,10 @@ Schedule gpu_sddmm_choice(const DegreeStats& st, const SddmmProblem& p) {
   if (is_half(p.dtype)) {
     if (cusparse_half_sddmm_pays(st, p)) return Schedule{"cusparse", {}};
     Schedule s{"shuffle", {{"edges_per_block", 1024}}};
-    if (p.op == SddmmOp::dot && p.F % 8 == 0 && p.F > 32 && p.F <= 128) s.params["blocked"] = 1;
-    if (p.op == SddmmOp::dot && p.F % 8 == 0 && p.F > 32 && p.F <= 64) s.params["lanes"] = 2;
+    if (p.op == SddmmOp::dot && p.F % 8 == 0 && p.F > 32 && p.F <= 128) {
+      s.params["blocked"] = 1;
+      if (p.F <= 64) s.params["lanes"] = 2;
+    }
     return s;
   }
   if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};

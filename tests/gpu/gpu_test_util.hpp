@@ -37,6 +37,14 @@ namespace {
 struct Graphs {
   Graph host, dev;
 };
+
+// A host graph and its device copy.
+[[maybe_unused]] Graphs with_device_copy(Graph host) {
+  Graphs g;
+  g.host = std::move(host);
+  g.dev = g.host.to(Device::cuda());
+  return g;
+}
 // One random graph of `kind` (n vertices, seeded by seed_base + kind) with `idx` indices and its
 // device copy, built on first use and kept for the process.
 [[maybe_unused]] const Graphs& cached_graphs(GraphKind kind, DType idx, int64_t n,
@@ -45,10 +53,9 @@ struct Graphs {
   const auto key = std::make_tuple(static_cast<int>(kind), static_cast<int>(idx), n, seed_base);
   auto it = cache.find(key);
   if (it == cache.end()) {
-    Graphs g;
-    g.host = with_index(random_graph(kind, n, seed_for(seed_base + static_cast<int>(kind))), idx);
-    g.dev = g.host.to(Device::cuda());
-    it = cache.emplace(key, std::move(g)).first;
+    it = cache.emplace(key, with_device_copy(with_index(
+                                random_graph(kind, n, seed_for(seed_base + static_cast<int>(kind))), idx)))
+             .first;
   }
   return it->second;
 }

@@ -231,9 +231,7 @@ TEST(HalfGpu, GnnoneLongRunsOfEmptyRows) {
   opt.duplicates = DuplicatePolicy::drop;
   const Graph host = graph_from_edges(n, n, r, c, v, opt);
   for (DType idx : kIndex) {
-    Graphs G;
-    G.host = with_index(host, idx);
-    G.dev = G.host.to(Device::cuda());
+    const Graphs G = with_device_copy(with_index(host, idx));
     for (DType h : {DType::f16, DType::bf16})
       for (int64_t F : {6, 64, 264}) {
         for (const std::string st : {"gnnone", "gnnone:cache_size=32,warps=1", "auto"})
@@ -329,9 +327,8 @@ TEST(HalfGpu, AutoSddmmTakesCusparseForNarrowFloat16DotsOnRegularLongRows) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
-  Graphs dense;
-  dense.host = generate_erdos_renyi(3000, 96, seed_for(76));  // avg 96, CV ~0.1, 288K edges
-  dense.dev = dense.host.to(Device::cuda());
+  const Graphs dense =  // avg 96, CV ~0.1, 288K edges
+      with_device_copy(generate_erdos_renyi(3000, 96, seed_for(76)));
   const Graphs& rmat = graphs(GraphKind::rmat, DType::i32);
   struct Case {
     const Graphs* g;
@@ -377,15 +374,11 @@ TEST(HalfGpu, AutoSpmmTakesWarpVertexOnRegularLongRows) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
-  Graphs dense;
-  dense.host = generate_erdos_renyi(3000, 96, seed_for(77));  // avg 96, CV ~0.1
-  dense.dev = dense.host.to(Device::cuda());
-  Graphs rmat;
+  const Graphs dense = with_device_copy(generate_erdos_renyi(3000, 96, seed_for(77)));
   RmatParams rp;
   rp.scale = 12;  // 4096 vertices, ~60K edges: above the tiny-graph rule, average degree < 64
   rp.seed = seed_for(78);
-  rmat.host = generate_rmat(rp);
-  rmat.dev = rmat.host.to(Device::cuda());
+  const Graphs rmat = with_device_copy(generate_rmat(rp));
   struct Case {
     const Graphs* g;
     const char* gname;
