@@ -82,10 +82,10 @@ std::string cbsr_valid(const CbsrProblem& p, const Schedule& s) {
 
 #if SPGNN_WITH_CUDA
 // gnnone's SpMM and SDDMM share one launch geometry (gnnone_common.cuh), hence one parameter list.
-std::vector<ParamSpec> gnnone_params() {
-  return {{"cache_size", {32, 64, 128, 256}, 128,
-           "non-zeros cached per warp (stage 1); unset: 128, halved down to 32 while the graph "
-           "has fewer than 16 warp slices per SM"},
+std::vector<ParamSpec> gnnone_params(std::vector<int64_t> caches, const char* unset) {
+  return {{"cache_size", std::move(caches), 128,
+           std::string("non-zeros cached per warp (stage 1); unset: ") + unset +
+               ", halved down to 32 while the graph has fewer than 16 warp slices per SM"},
           {"warps", {1, 2, 4, 8, 16}, 4,
            "warps per block; unset: 4, halved down to 1 while there are fewer than 4 blocks per SM"},
           {"nze_cache", {0, 1}, 1,
@@ -113,7 +113,8 @@ std::vector<SpmmEntry> make_spmm_registry() {
                 "GNNOne two-stage COO SpMM: edge-balanced non-zero cache per warp, thread groups "
                 "with vector loads, running reduction, atomics only at row splits (float16/"
                 "bfloat16: split rows through float32 scratch, one rounding)",
-                gnnone_params()},
+                gnnone_params({32, 64, 128, 256, 512, 1024},
+                              "256 (half with 8-lane groups of 8 halves: 512)")},
                &gnnone_spmm_supports, &gnnone_spmm, &gnnone_spmm_valid});
   r.push_back({{"cusparse", OpKind::spmm, DeviceType::cuda,
                 "cusparseSpMM baseline (copy_u / u_mul_e with sum)",
@@ -170,7 +171,7 @@ std::vector<SddmmEntry> make_sddmm_registry() {
   r.push_back({{"gnnone", OpKind::sddmm, DeviceType::cuda,
                 "GNNOne two-stage COO SDDMM: cached non-zeros, row features reused while the "
                 "row is unchanged, log2(group) shuffle rounds",
-                gnnone_params()},
+                gnnone_params({32, 64, 128, 256}, "128")},
                &gnnone_sddmm_supports, &gnnone_sddmm, &gnnone_sddmm_valid});
   r.push_back({{"cusparse", OpKind::sddmm, DeviceType::cuda,
                 "cusparseSDDMM (CSR) baseline: dot of destination and source features", {}},
@@ -530,8 +531,10 @@ LaunchLimits launch_limits(Device d) {
 
 // gnnone_common.cuh: warps * 32 threads; with the stage-1 cache on, every warp holds
 // (cache + 2) row indices, cache column indices and cache values in shared memory (16-byte
-// rounded), and the launcher opts in above 48 KB up to the device limit. A cache_size or warps
-// left unset is sized down from the default, so the default bounds it.
+// rounded), and the launcher opts in above 48 KB up to the device limit. warps left unset is
+// sized down from the default, so the default bounds it; an unset cache_size is checked at the
+// default, and the SpMM launcher, which starts it higher on large graphs, halves it itself until
+// the block fits (gnnone_spmm.cu).
 std::string validate_gnnone(const StrategyInfo& info, const Schedule& s, DType index,
                             const LaunchLimits& lim) {
   const int64_t cache = value_or_default(info, s, "cache_size");

@@ -116,6 +116,12 @@ Geometry geometry(const ProblemStats& p, const StrategyInfo& info, const Schedul
       const int64_t slices = ceil_div(nnz, cache);
       while (warps > 1 && ceil_div(slices, warps) < kAssumedSms * 4) warps /= 2;
     }
+    // gnnone_spmm.cu then restarts an unset cache at 256 (float32; this model has no dtype) and
+    // halves it the same way.
+    if (p.op == OpKind::spmm && s.params.count("cache_size") == 0) {
+      cache = 256;
+      while (cache > 32 && ceil_div(nnz, cache) < kAssumedSms * 16) cache /= 2;
+    }
     cache = std::max<int64_t>(cache, 1);
     warps = std::max<int64_t>(warps, 1);
     const int V = prm("vector_loads") ? vector_width(F) : 1;

@@ -74,6 +74,14 @@ TEST(GnnoneSpmm, EveryParameterValue) {
                      gnnone({{"cache_size", cache}, {"warps", warps}}));
         }
     }
+  // SpMM's larger caches (512 and 1024 non-zeros a warp) at 4 warps, which fits their shared
+  // memory with either index type.
+  for (int64_t cache : {512, 1024})
+    for (GraphKind k : ks)
+      for (int64_t F : fs)
+        for (DType idx : {DType::i32, DType::i64})
+          check_spmm(k, idx, SpmmOp::u_mul_e, Reduce::sum, F, 1,
+                     gnnone({{"cache_size", cache}, {"warps", 4}}));
   // Each ablation switch, alone and all together, with int32 and int64 indices.
   const std::vector<std::map<std::string, int64_t>> ablations = {
       {{"nze_cache", 0}},

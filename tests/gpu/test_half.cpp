@@ -193,12 +193,12 @@ TEST(HalfGpu, GspmmEveryGraphWidthOpAndReduce) {
 }
 
 // gnnone in half precision: the cut rows' float32 scratch and the fix-up at every sub-slice
-// length (cache_size 32..256 over 1-32 lanes per group), 1..16 warps, and widths past one pass.
+// length (cache_size 32..1024 over 1-32 lanes per group), 1..16 warps, and widths past one pass.
 TEST(HalfGpu, GnnoneCutRowsAtEverySubSliceLength) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   std::vector<std::string> st;
-  for (int64_t cache : {32, 64, 256})
+  for (int64_t cache : {32, 64, 256, 512, 1024})
     st.push_back("gnnone:cache_size=" + std::to_string(cache) + ",warps=" +
                  (cache == 64 ? "16" : "1"));
   check_split_rows(st, {1, 6, 64, 264, 520});

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/registry.hpp"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/cuda/elem.cuh"
@@ -444,11 +445,25 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   a.nv = geo.nv;
   a.g_log2 = geo.g_log2;
   a.passes = geo.passes;
-  // Half starts from 256 non-zeros per warp when cache_size is left unset: sub-slices twice as
-  // long cut fewer rows (R-MAT scale 21, bfloat16, H100: 1.16 against 1.35 ms at F = 64, 3.65
-  // against 3.87 at F = 256); small graphs still halve it (launch_cache).
+  // An unset cache_size starts above the registry's 128 on large graphs; small graphs still
+  // halve it (launch_cache). Half: 256 (R-MAT scale 21, bfloat16, H100: 1.16 against 1.35 ms at
+  // F = 64, 3.65 against 3.87 at F = 256: longer sub-slices cut fewer rows), and 512 where a
+  // warp holds four groups of 8 lanes (F = 64 with 16-byte loads, or any F under an 8-lane chunk
+  // as on the Reddit shape): bfloat16, F = 64, 0.972 / 2.963 / 2.626 ms against 0.990 / 3.174 /
+  // 2.678 on kron21 / products / the Reddit shape, 10.67 against 10.85 at F = 256 on the Reddit
+  // shape; with two groups 512 lost (kron21, F = 128 and 256: 1.717 / 3.396 against 1.674 /
+  // 3.314). float32: 256, 1.5-3.5% faster than 128 on all seven cases measured (kron21 and the
+  // Reddit shape at F = 64 / 128 / 256, products at 64), 512 slower on each. 1024 lost
+  // everywhere. (H100, one run, docs/BENCHMARKS.md "gnnone's cache size".) A block whose shared
+  // memory would not fit the device (warps named, cache unset) halves it too. The float32
+  // ablations keep the registry's start.
   gnnone::Params lp = prm;
-  if (elem::kIsHalf<T> && prm.auto_cache) lp.cache = 256;
+  if (prm.auto_cache && prm.nze_cache && prm.consecutive) {
+    lp.cache = elem::kIsHalf<T> && geo.V == 8 && geo.g_log2 == 3 ? 512 : 256;
+    const int64_t limit = launch_limits(g.device()).max_smem_per_block;
+    while (lp.cache > 32 && int64_t{prm.warps} * gnnone::warp_smem_bytes<IndexT>(lp.cache) > limit)
+      lp.cache /= 2;
+  }
   a.cache = gnnone::launch_cache(lp, g.nnz(), g.device().index, geo.g_log2);
   a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(a.cache);
   a.mean = p.reduce == Reduce::mean;
