@@ -109,19 +109,18 @@ Geometry geometry(const ProblemStats& p, const StrategyInfo& info, const Schedul
   const std::string& name = info.name;
   if (name == "gnnone") {
     // gnnone_common.cuh read_params / make_geometry / max_group_lanes.
-    int64_t cache = prm("cache_size"), warps = prm("warps");
-    if (s.params.count("cache_size") == 0)
-      while (cache > 32 && ceil_div(nnz, cache) < kAssumedSms * 16) cache /= 2;
+    const bool unset_cache = s.params.count("cache_size") == 0;
+    auto sized = [&](int64_t c) {  // an unset cache halves while the graph has few slices
+      while (unset_cache && c > 32 && ceil_div(nnz, c) < kAssumedSms * 16) c /= 2;
+      return c;
+    };
+    int64_t cache = sized(prm("cache_size")), warps = prm("warps");
     if (s.params.count("warps") == 0) {
       const int64_t slices = ceil_div(nnz, cache);
       while (warps > 1 && ceil_div(slices, warps) < kAssumedSms * 4) warps /= 2;
     }
-    // gnnone_spmm.cu then restarts an unset cache at 256 (float32; this model has no dtype) and
-    // halves it the same way.
-    if (p.op == OpKind::spmm && s.params.count("cache_size") == 0) {
-      cache = 256;
-      while (cache > 32 && ceil_div(nnz, cache) < kAssumedSms * 16) cache /= 2;
-    }
+    // gnnone_spmm.cu then restarts an unset cache at 256 (float32; this model has no dtype).
+    if (p.op == OpKind::spmm && unset_cache) cache = sized(256);
     cache = std::max<int64_t>(cache, 1);
     warps = std::max<int64_t>(warps, 1);
     const int V = prm("vector_loads") ? vector_width(F) : 1;
