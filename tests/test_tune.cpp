@@ -207,10 +207,16 @@ TEST_F(Tune, CudaValidityRulesMirrorTheLaunchers) {
   const StrategyInfo gnnone = info_of(
       "gnnone", {{"cache_size", {32, 64, 128, 256}, 128, ""}, {"warps", {1, 2, 4, 8, 16}, 4, ""},
                  {"nze_cache", {0, 1}, 1, "", false}});
-  auto gn = [&](int64_t c, int64_t w, int64_t nze, const detail::LaunchLimits& l) {
+  auto gn = [&](int64_t c, int64_t w, int64_t nze, const detail::LaunchLimits& l,
+                int64_t skew = 0) {
     return detail::validate_gnnone(
-        gnnone, Schedule{"gnnone", {{"cache_size", c}, {"warps", w}, {"nze_cache", nze}}}, DType::i64, l);
+        gnnone, Schedule{"gnnone", {{"cache_size", c}, {"warps", w}, {"nze_cache", nze}}},
+        DType::i64, l, skew);
   };
+  // The SpMM's skewed sub-slices: 16 warps x (130*8 + 128*8 + 128*4 -> 2576 B) = 40.3 KB fits
+  // 48 KB; with 32 spare words per array (162*8 + 160*8 + 160*4 -> 3216 B) 50.3 KB does not.
+  EXPECT_EQ(gn(128, 16, 1, small), "");
+  EXPECT_NE(gn(128, 16, 1, small, 32).find("shared memory"), std::string::npos);
   // 16 warps x (258*8 + 256*8 + 256*4 -> 5136 B) = 82 KB of stage-1 cache.
   EXPECT_NE(gn(256, 16, 1, small).find("shared memory"), std::string::npos);
   EXPECT_EQ(gn(256, 16, 1, h100), "");

@@ -51,7 +51,8 @@ std::string gnnone_spmm_valid(const SpmmProblem& p, const Schedule& s) {
                            value_or_default(info, s, "consecutive") == 0))
     return std::string("nze_cache=0 and consecutive=0 are float32 ablations; gnnone's ") +
            dtype_name(p.dtype) + " kernel needs both on";
-  return validate_gnnone(info, s, p.g->index_dtype(), launch_limits(p.g->device()));
+  // The SpMM skews its consecutive sub-slices by one word per thread group (at most 32).
+  return validate_gnnone(info, s, p.g->index_dtype(), launch_limits(p.g->device()), 32);
 }
 std::string gnnone_sddmm_valid(const SddmmProblem& p, const Schedule& s) {
   return validate_gnnone(find_strategy(OpKind::sddmm, "gnnone"), s, p.g->index_dtype(),
@@ -531,12 +532,13 @@ LaunchLimits launch_limits(Device d) {
 
 // gnnone_common.cuh: warps * 32 threads; with the stage-1 cache on, every warp holds
 // (cache + 2) row indices, cache column indices and cache values in shared memory (16-byte
-// rounded), and the launcher opts in above 48 KB up to the device limit. warps left unset is
-// sized down from the default, so the default bounds it; an unset cache_size is checked at the
-// default, and the SpMM launcher, which starts it higher on large graphs, halves it itself until
-// the block fits (gnnone_spmm.cu).
+// rounded; the SpMM adds up to `skew` spare words to each array), and the launcher opts in
+// above 48 KB up to the device limit. warps left unset is sized down from the default, so the
+// default bounds it; an unset cache_size is checked at the default, and the SpMM launcher,
+// which starts it higher on large graphs, halves it itself until the block fits
+// (gnnone_spmm.cu).
 std::string validate_gnnone(const StrategyInfo& info, const Schedule& s, DType index,
-                            const LaunchLimits& lim) {
+                            const LaunchLimits& lim, int64_t skew) {
   const int64_t cache = value_or_default(info, s, "cache_size");
   const int64_t warps = value_or_default(info, s, "warps");
   const bool nze_cache = value_or_default(info, s, "nze_cache") != 0;
@@ -544,7 +546,8 @@ std::string validate_gnnone(const StrategyInfo& info, const Schedule& s, DType i
     return "warps=" + std::to_string(warps) + " is " + std::to_string(warps * 32) +
            " threads per block; the device allows " + std::to_string(lim.max_threads_per_block);
   const int64_t idx = int64_t(dtype_size(index));
-  const int64_t per_warp = ((cache + 2) * idx + cache * idx + cache * 4 + 15) / 16 * 16;
+  const int64_t per_warp =
+      ((cache + 2 + skew) * idx + (cache + skew) * idx + (cache + skew) * 4 + 15) / 16 * 16;
   if (nze_cache && warps * per_warp > lim.max_smem_per_block)
     return "cache_size=" + std::to_string(cache) + " x warps=" + std::to_string(warps) + " needs " +
            std::to_string(warps * per_warp) + " bytes of shared memory per block; the device "

@@ -64,6 +64,18 @@ __device__ __forceinline__ void atomic_add_vec(float* p, const float (&d)[V]) {
 #endif
 }
 
+// Byte offset of row c of a matrix whose rows are `row_bytes` long. For 32-bit indices this is
+// one signed 32 x 32 -> 64 multiply (IMAD.WIDE, fused with the base address): written as an
+// int64 product, nvcc 13 built it from an unsigned wide multiply and two sign corrections.
+__device__ __forceinline__ int64_t row_offset(int32_t c, int32_t row_bytes) {
+  int64_t r;
+  asm("mul.wide.s32 %0, %1, %2;" : "=l"(r) : "r"(c), "r"(row_bytes));
+  return r;
+}
+__device__ __forceinline__ int64_t row_offset(int64_t c, int32_t row_bytes) {
+  return c * row_bytes;
+}
+
 template <int V>
 __device__ __forceinline__ void zero_vec(float (&d)[V]) {
 #pragma unroll
@@ -141,10 +153,12 @@ inline int max_group_lanes(int64_t F, int64_t n_cols, int device) {
 
 // Per-warp shared memory: IndexT row[C + 2] (row[k + 1] = row of cached non-zero k; row[0] and
 // row[C + 1] are the neighbours just outside the warp's slice, -1 past either end), IndexT col[C],
-// float val[C] (SpMM edge values or SDDMM dot staging). Rounded to 16 bytes.
+// float val[C] (SpMM edge values or SDDMM dot staging), each array `skew` words longer when the
+// SpMM skews its sub-slices (gnnone_spmm.cu). Rounded to 16 bytes.
 template <class IndexT>
-inline int warp_smem_bytes(int cache) {
-  const int b = (cache + 2) * int(sizeof(IndexT)) + cache * int(sizeof(IndexT)) + cache * 4;
+inline int warp_smem_bytes(int cache, int skew = 0) {
+  const int b = (cache + 2 + skew) * int(sizeof(IndexT)) + (cache + skew) * int(sizeof(IndexT)) +
+                (cache + skew) * 4;
   return (b + 15) / 16 * 16;
 }
 

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,10 +73,13 @@ struct SpmmArgs {
   int64_t nnz;
   int64_t n_rows;
   int64_t F;
+  int row_bytes;   // F * sizeof(T)
   int nv;          // vectors per feature row
   int g_log2;      // log2(thread-group size)
   int passes;      // passes of 32 vectors when nv > 32
   int cache;       // non-zeros per warp
+  int skew_shift;  // non-zero k is cached at k + (k >> skew_shift); 31: unskewed
+  int skew_words;  // cache >> skew_shift: the spare words per array
   int warp_bytes;  // shared bytes per warp
   int binop;
   bool mean;
@@ -95,10 +99,12 @@ __device__ __forceinline__ void atomic_add_f32(float* o, const float (&v)[V]) {
   }
 }
 
-// Half: at most 64 registers (2 blocks of 512 threads per SM), for the occupancy its gathers
-// need to hide their latency (see the note on elem::Packed).
+// At most 64 registers (2 blocks of 512 threads per SM), for the occupancy the gathers need to
+// hide their latency (see the note on elem::Packed); float32 edge rows (wide u_op_e) keep
+// their ~80 registers rather than spill.
 template <class IndexT, class T, int V, int kMode, bool kCache>
-__global__ void __launch_bounds__(gnnone::kMaxThreads, elem::kIsHalf<T> ? 2 : 1)
+__global__ void __launch_bounds__(gnnone::kMaxThreads,
+                                  elem::kIsHalf<T> || kMode != kUOpEWide ? 2 : 1)
     gnnone_spmm_kernel(const SpmmArgs<IndexT, T> p) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x & 31;
@@ -113,39 +119,39 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads, elem::kIsHalf<T> ? 2 : 1)
     }
     return __ldg(static_cast<const float*>(p.w) + k);
   };
-  IndexT* s_row = reinterpret_cast<IndexT*>(smem + warp * p.warp_bytes);  // [cache + 2]
-  IndexT* s_col = s_row + p.cache + 2;                                      // [cache]
-  float* s_val = reinterpret_cast<float*>(s_col + p.cache);                // [cache]
+  // Consecutive groups read their sub-slices of L non-zeros in lock step, L words apart: with
+  // L a multiple of 32 every group hit the same bank (on the Reddit shape in bfloat16, 73% of
+  // the kernel's shared-memory wavefronts were conflicts and L1 was its busiest unit). Non-zero
+  // k is therefore cached at k + (k >> skew_shift): one spare word after each sub-slice puts the
+  // groups on different banks (skew_shift = log2 L; 31 = no skew).
+  const int sk = p.skew_shift;
+  IndexT* s_row = reinterpret_cast<IndexT*>(smem + warp * p.warp_bytes);  // [cache + 2 + skew]
+  IndexT* s_col = s_row + p.cache + 2 + p.skew_words;                       // [cache + skew]
+  float* s_val = reinterpret_cast<float*>(s_col + p.cache + p.skew_words);  // [cache + skew]
 
   // ---- stage 1: coalesced load of the warp's non-zeros into shared memory ----
   if constexpr (kCache) {
 #pragma unroll 4
     for (int k = lane; k < p.cache; k += 32) {
       const bool ok = k < cnt;
-      s_row[k + 1] = ok ? p.row[s + k] : IndexT(-1);
-      s_col[k] = ok ? p.col[s + k] : IndexT(0);
-      if constexpr (kMode == kUOpEScalar) s_val[k] = ok ? weight(s + k) : 0.f;
+      const int pk = k + (k >> sk);
+      s_row[pk + 1] = ok ? p.row[s + k] : IndexT(-1);
+      s_col[pk] = ok ? p.col[s + k] : IndexT(0);
+      if constexpr (kMode == kUOpEScalar) s_val[pk] = ok ? weight(s + k) : 0.f;
     }
     if (lane == 0) s_row[0] = s > 0 ? p.row[s - 1] : IndexT(-1);
-    if (lane == 1) s_row[p.cache + 1] = s + p.cache < p.nnz ? p.row[s + p.cache] : IndexT(-1);
+    if (lane == 1)
+      s_row[p.cache + p.skew_words + 1] = s + p.cache < p.nnz ? p.row[s + p.cache] : IndexT(-1);
     __syncwarp();
   }
   // Row of local non-zero k in [-1, cache]; -1 outside the graph.
-  auto row_at = [&](int k) -> IndexT {
+  auto row_any = [&](int k) -> IndexT {
     if constexpr (kCache) {
-      return s_row[k + 1];
+      return s_row[(k < 0 ? k : k + (k >> sk)) + 1];
     } else {
       const int64_t gk = s + k;
       return (gk >= 0 && gk < p.nnz) ? __ldg(p.row + gk) : IndexT(-1);
     }
-  };
-  auto col_at = [&](int k) -> IndexT {
-    if constexpr (kCache) return s_col[k];
-    else return __ldg(p.col + s + k);
-  };
-  auto val_at = [&](int k) -> float {
-    if constexpr (kCache) return s_val[k];
-    else return weight(s + k);
   };
 
   // ---- stage 2: thread groups over consecutive (or round-robin) cached non-zeros ----
@@ -165,12 +171,27 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads, elem::kIsHalf<T> ? 2 : 1)
     stride = NG;
   }
   if (a >= b) return;  // no shuffles below: idle groups may leave
+  // Inside its own sub-slice [a, b) a group's skew is one constant (consecutive groups only:
+  // round-robin ones run unskewed).
+  const int gsk = a >> sk;
+  auto row_at = [&](int k) -> IndexT {
+    if constexpr (kCache) return s_row[k + gsk + 1];
+    else return row_any(k);
+  };
+  auto col_at = [&](int k) -> IndexT {
+    if constexpr (kCache) return s_col[k + gsk];
+    else return __ldg(p.col + s + k);
+  };
+  auto val_at = [&](int k) -> float {
+    if constexpr (kCache) return s_val[k + gsk];
+    else return weight(s + k);
+  };
   // Is the row at the sub-slice's start (end) continued before (after) it? Round-robin groups
   // never own a row, so every flush there is atomic.
   bool head_split = true, tail_split = true;
   if (p.consecutive) {
-    head_split = row_at(a - 1) == row_at(a);
-    tail_split = row_at(b) == row_at(b - 1);
+    head_split = row_any(a - 1) == row_any(a);
+    tail_split = row_any(b) == row_any(b - 1);
   }
   const bool all_atomic = !p.consecutive;
 
@@ -181,6 +202,11 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads, elem::kIsHalf<T> ? 2 : 1)
     const int vi = pass * G + gl;
     const bool lane_ok = vi < p.nv;
     const int64_t foff = static_cast<int64_t>(vi) * V;
+    // u's rows from this lane's vector, stepped in bytes by a 32-bit row size (host-checked):
+    // with int32 indices the address of a gather is one wide multiply-add, not a 64-bit product.
+    // A lane past the row's last vector gathers the first one instead (a line its group reads
+    // anyway) and never stores: no predicated loads and no zeroed registers in the hot loop.
+    const auto* u_lane = reinterpret_cast<const unsigned char*>(p.u + (lane_ok ? foff : 0));
     float acc[V];
     gnnone::zero_vec(acc);
     IndexT cur = -1;
@@ -189,7 +215,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads, elem::kIsHalf<T> ? 2 : 1)
     // non-zero after it (rows past the last non-zero: the last group), runs of up to
     // kInlineZeroRun rows; cut_rows lists the longer runs for the fix-up kernel. `last` is the
     // row of the non-zero before the current run.
-    IndexT last = elem::kIsHalf<T> ? row_at(a - 1) : IndexT(-1);
+    IndexT last = elem::kIsHalf<T> ? row_any(a - 1) : IndexT(-1);
     auto zero_between = [&](int64_t from, int64_t to) {  // rows (from, to)
       if (!lane_ok || to - from - 1 > kInlineZeroRun) return;
       float z[V];
@@ -239,8 +265,8 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads, elem::kIsHalf<T> ? 2 : 1)
       r = row_at(k);
       if constexpr (kMode != kCopyE) {
         const IndexT c = col_at(k);
-        if (lane_ok) elem::load_packed<V>(x, p.u + static_cast<int64_t>(c) * p.F + foff);
-        else elem::zero_packed<V>(x);
+        const unsigned char* xr = u_lane + gnnone::row_offset(c, p.row_bytes);
+        elem::load_packed<V>(x, reinterpret_cast<const T*>(xr));
       }
       if constexpr (kMode == kCopyE || kMode == kUOpEWide) {
         if (lane_ok) elem::load_packed<V>(y, p.e + (s + k) * p.F + foff);
@@ -421,6 +447,9 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   a.nnz = g.nnz();
   a.n_rows = g.n_rows;
   a.F = p.F;
+  SPGNN_CHECK(p.F <= std::numeric_limits<int>::max() / static_cast<int64_t>(sizeof(T)),
+              InvalidArgument, "gnnone: feature rows of ", p.F, " elements exceed 2 GiB");
+  a.row_bytes = static_cast<int>(p.F * static_cast<int64_t>(sizeof(T)));
   a.binop = binop_of(p.op);
   // Vector accesses touch u, out and (wide) e rows: all must be aligned for the width.
   const void* ptrs[3] = {a.u, a.out, a.e};
@@ -461,11 +490,24 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   if (prm.auto_cache && prm.nze_cache && prm.consecutive) {
     lp.cache = elem::kIsHalf<T> && geo.V == 8 && geo.g_log2 == 3 ? 512 : 256;
     const int64_t limit = launch_limits(g.device()).max_smem_per_block;
-    while (lp.cache > 32 && int64_t{prm.warps} * gnnone::warp_smem_bytes<IndexT>(lp.cache) > limit)
+    while (lp.cache > 32 &&
+           int64_t{prm.warps} * gnnone::warp_smem_bytes<IndexT>(lp.cache, 32 >> geo.g_log2) > limit)
       lp.cache /= 2;
   }
   a.cache = gnnone::launch_cache(lp, g.nnz(), g.device().index, geo.g_log2);
-  a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(a.cache);
+  {
+    // Skew consecutive sub-slices of at least 2 non-zeros (see the kernel): one spare word per
+    // group and array.
+    const int groups = 32 >> geo.g_log2, L = a.cache / groups;
+    a.skew_shift = 31;
+    a.skew_words = 0;
+    if (prm.nze_cache && prm.consecutive && L >= 2) {
+      a.skew_shift = 0;
+      while ((2 << a.skew_shift) <= L) ++a.skew_shift;
+      a.skew_words = a.cache >> a.skew_shift;
+    }
+  }
+  a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(a.cache, a.skew_words);
   a.mean = p.reduce == Reduce::mean;
   a.consecutive = prm.consecutive;
   const int64_t n = g.n_rows;

@@ -35,17 +35,22 @@ __device__ __forceinline__ float apply(int op, float x, float w) {
 
 // acc += one non-zero's message, V features: x holds u's features (unless copy_e), y the edge's
 // row (copy_e, wide u_op_e), w the edge's scalar (scalar u_op_e); operands a mode does not use are
-// never read. gnnone, warp_vertex and mergepath compile to the same SASS through it as with the
-// loop written out; rowtile keeps its own loop, which nvcc 13 scheduled differently through here.
+// never read. gnnone, warp_vertex and mergepath share it; rowtile keeps its own loop, which
+// nvcc 13 scheduled differently through here.
 template <int kMode, int V>
 __device__ __forceinline__ void add_message(float (&acc)[V], const float (&x)[V],
                                             const float (&y)[V], float w, int binop) {
+  if constexpr (kMode == kCopyU || kMode == kCopyE) {
 #pragma unroll
-  for (int q = 0; q < V; ++q) {
-    if constexpr (kMode == kCopyU) acc[q] += x[q];
-    else if constexpr (kMode == kCopyE) acc[q] += y[q];
-    else if constexpr (kMode == kUOpEScalar) acc[q] += apply(binop, x[q], w);
-    else acc[q] += apply(binop, x[q], y[q]);
+    for (int q = 0; q < V; ++q) acc[q] += kMode == kCopyU ? x[q] : y[q];
+  } else if (binop == kMul) {
+    // u_mul_e (GCN's weighted sum, the common op) as one fused multiply-add a feature: through
+    // apply()'s switch nvcc kept a multiply and an add.
+#pragma unroll
+    for (int q = 0; q < V; ++q) acc[q] = fmaf(x[q], kMode == kUOpEScalar ? w : y[q], acc[q]);
+  } else {
+#pragma unroll
+    for (int q = 0; q < V; ++q) acc[q] += apply(binop, x[q], kMode == kUOpEScalar ? w : y[q]);
   }
 }
 
