@@ -51,12 +51,12 @@ std::string gnnone_spmm_valid(const SpmmProblem& p, const Schedule& s) {
                            value_or_default(info, s, "consecutive") == 0))
     return std::string("nze_cache=0 and consecutive=0 are float32 ablations; gnnone's ") +
            dtype_name(p.dtype) + " kernel needs both on";
-  // The SpMM skews its consecutive sub-slices by one word per thread group (at most 32).
+  // Both kernels skew their consecutive sub-slices by one word per thread group (at most 32).
   return validate_gnnone(info, s, p.g->index_dtype(), launch_limits(p.g->device()), 32);
 }
 std::string gnnone_sddmm_valid(const SddmmProblem& p, const Schedule& s) {
   return validate_gnnone(find_strategy(OpKind::sddmm, "gnnone"), s, p.g->index_dtype(),
-                         launch_limits(p.g->device()));
+                         launch_limits(p.g->device()), 32);
 }
 std::string rowtile_valid(const SpmmProblem& p, const Schedule& s) {
   return validate_rowtile(find_strategy(OpKind::spmm, "rowtile"), s, p.g->index_dtype(), p.F,
@@ -532,10 +532,10 @@ LaunchLimits launch_limits(Device d) {
 
 // gnnone_common.cuh: warps * 32 threads; with the stage-1 cache on, every warp holds
 // (cache + 2) row indices, cache column indices and cache values in shared memory (16-byte
-// rounded; the SpMM adds up to `skew` spare words to each array), and the launcher opts in
-// above 48 KB up to the device limit. warps left unset is sized down from the default, so the
-// default bounds it; an unset cache_size is checked at the default, and the SpMM launcher,
-// which starts it higher on large graphs, halves it itself until the block fits
+// rounded; `skew` spare words more in each array, gnnone::sub_slice_skew), and the launcher
+// opts in above 48 KB up to the device limit. warps left unset is sized down from the default,
+// so the default bounds it; an unset cache_size is checked at the default, and the SpMM
+// launcher, which starts it higher on large graphs, halves it itself until the block fits
 // (gnnone_spmm.cu).
 std::string validate_gnnone(const StrategyInfo& info, const Schedule& s, DType index,
                             const LaunchLimits& lim, int64_t skew) {

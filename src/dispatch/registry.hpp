@@ -110,7 +110,7 @@ struct LaunchLimits {
 // The limits of the graph's device (cudaGetDeviceProperties, cached); defaults on the CPU.
 LaunchLimits launch_limits(Device d);
 
-// skew: the spare words per shared array the kernel may add (SpMM: up to one per thread group).
+// skew: the spare words per shared array the kernels may add (one per thread group, at most 32).
 std::string validate_gnnone(const StrategyInfo& info, const Schedule& s, DType index,
                             const LaunchLimits& lim, int64_t skew = 0);
 std::string validate_rowtile(const StrategyInfo& info, const Schedule& s, DType index, int64_t F,

@@ -162,6 +162,24 @@ inline int warp_smem_bytes(int cache, int skew = 0) {
   return (b + 15) / 16 * 16;
 }
 
+// Consecutive thread groups read their sub-slices of L = cache / groups non-zeros in lock step,
+// L words apart: with L a multiple of 32 every group hits the same shared-memory bank. Non-zero
+// k is therefore cached at k + (k >> shift), one spare word after each sub-slice (`words` per
+// array); shift = 31 leaves the layout unskewed (round-robin groups, no stage-1 cache, L < 2).
+struct Skew {
+  int shift = 31;
+  int words = 0;
+};
+inline Skew sub_slice_skew(int cache, int g_log2, bool consecutive_cached) {
+  Skew k;
+  const int L = cache / (32 >> g_log2);
+  if (!consecutive_cached || L < 2 || (L & (L - 1)) != 0) return k;  // powers of two only
+  k.shift = 0;
+  while ((2 << k.shift) <= L) ++k.shift;
+  k.words = cache >> k.shift;
+  return k;
+}
+
 // Shared with the other kernel files (cuda_check.cuh); the names stay reachable as gnnone::.
 using detail::DeviceGuard;
 using detail::allow_smem;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -49,6 +50,9 @@ struct SddmmArgs {
   int g_log2;
   int passes;
   int cache;
+  int skew_shift;  // gnnone::sub_slice_skew
+  int skew_words;
+  int row_bytes;   // F * 4
   int warp_bytes;
   bool consecutive;
   bool dot_atomic;  // dot over several feature chunks: out was zeroed, chunks add into it
@@ -75,27 +79,23 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
   if (s >= p.nnz) return;  // whole warps only
   const int cnt = static_cast<int>(min(static_cast<int64_t>(p.cache), p.nnz - s));
 
-  IndexT* s_row = reinterpret_cast<IndexT*>(smem + warp * p.warp_bytes);  // [cache + 2]
-  IndexT* s_col = s_row + p.cache + 2;                                      // [cache]
-  float* s_dot = reinterpret_cast<float*>(s_col + p.cache);                // [cache]
+  // Non-zero k sits at k + (k >> sk) (gnnone::sub_slice_skew: no bank conflicts between the
+  // groups' sub-slices).
+  const int sk = p.skew_shift;
+  IndexT* s_row = reinterpret_cast<IndexT*>(smem + warp * p.warp_bytes);  // [cache + 2 + skew]
+  IndexT* s_col = s_row + p.cache + 2 + p.skew_words;                       // [cache + skew]
+  float* s_dot = reinterpret_cast<float*>(s_col + p.cache + p.skew_words);  // [cache + skew]
 
   if constexpr (kCache) {
 #pragma unroll 4
     for (int k = lane; k < p.cache; k += 32) {
       const bool ok = k < cnt;
-      s_row[k + 1] = ok ? p.row[s + k] : IndexT(-1);
-      s_col[k] = ok ? p.col[s + k] : IndexT(0);
+      const int pk = k + (k >> sk);
+      s_row[pk + 1] = ok ? p.row[s + k] : IndexT(-1);
+      s_col[pk] = ok ? p.col[s + k] : IndexT(0);
     }
     __syncwarp();
   }
-  auto row_at = [&](int k) -> IndexT {
-    if constexpr (kCache) return s_row[k + 1];
-    else return __ldg(p.row + s + k);
-  };
-  auto col_at = [&](int k) -> IndexT {
-    if constexpr (kCache) return s_col[k];
-    else return __ldg(p.col + s + k);
-  };
 
   const int G = 1 << p.g_log2;
   const int NG = 32 >> p.g_log2;
@@ -104,6 +104,15 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
   const int L = p.cache / NG;  // edges per group (same on every lane)
   const int base = p.consecutive ? grp * L : grp;
   const int stride = p.consecutive ? 1 : NG;
+  const int gsk = base >> sk;  // the group's skew, constant over its sub-slice
+  auto row_at = [&](int k) -> IndexT {
+    if constexpr (kCache) return s_row[k + gsk + 1];
+    else return __ldg(p.row + s + k);
+  };
+  auto col_at = [&](int k) -> IndexT {
+    if constexpr (kCache) return s_col[k + gsk];
+    else return __ldg(p.col + s + k);
+  };
   const bool uses_b = p.b != nullptr;
 
   // Feature chunks of G vectors go to gridDim.y (all blocks of chunk 0 are dispatched first, so
@@ -116,9 +125,13 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
     gnnone::zero_vec(av);
     IndexT cur = -1;
 
-    auto index_of = [&](int kind, IndexT r, IndexT c, int k) -> int64_t {
-      return kind == kByCol ? static_cast<int64_t>(c)
-             : kind == kByRow ? static_cast<int64_t>(r) : s + k;
+    // Operand rows from this lane's vector, by a 32-bit row size in bytes (one IMAD.WIDE an
+    // address with int32 indices, as in gnnone_spmm.cu).
+    auto row_of = [&](const float* base_ptr, int kind, IndexT r, IndexT c, int k) -> const float* {
+      const auto* lane_ptr = reinterpret_cast<const unsigned char*>(base_ptr + foff);
+      const int64_t off = kind == kByEdge ? gnnone::row_offset(s + k, p.row_bytes)
+                                          : gnnone::row_offset(kind == kByCol ? c : r, p.row_bytes);
+      return reinterpret_cast<const float*>(lane_ptr + off);
     };
 
     // One batch of `kB` edges starting at step t: loads first, then use.
@@ -137,19 +150,19 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
         r[j] = ok[j] ? row_at(kk[j]) : IndexT(-1);
         const IndexT c = ok[j] ? col_at(kk[j]) : IndexT(0);
         if (uses_b && ok[j] && lane_ok)
-          gnnone::ldg_vec<V>(bv[j], p.b + index_of(p.b_kind, r[j], c, kk[j]) * p.F + foff);
+          gnnone::ldg_vec<V>(bv[j], row_of(p.b, p.b_kind, r[j], c, kk[j]));
         else
           gnnone::zero_vec(bv[j]);
         if constexpr (kReuseA) {
           // Load the row's operand only where the row changes.
           need[j] = ok[j] && r[j] != prev;
           if (ok[j]) prev = r[j];
-          if (need[j] && lane_ok) gnnone::ldg_vec<V>(an[j], p.a + static_cast<int64_t>(r[j]) * p.F + foff);
+          if (need[j] && lane_ok) gnnone::ldg_vec<V>(an[j], row_of(p.a, kByRow, r[j], c, kk[j]));
           else gnnone::zero_vec(an[j]);
         } else {
           need[j] = false;
           if (ok[j] && lane_ok)
-            gnnone::ldg_vec<V>(an[j], p.a + index_of(p.a_kind, r[j], c, kk[j]) * p.F + foff);
+            gnnone::ldg_vec<V>(an[j], row_of(p.a, p.a_kind, r[j], c, kk[j]));
           else
             gnnone::zero_vec(an[j]);
         }
@@ -188,7 +201,8 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
 #pragma unroll
           for (int j = 0; j < kB; ++j)
             if (ok[j])
-              s_dot[kk[j]] = (pass == static_cast<int>(blockIdx.y) ? 0.f : s_dot[kk[j]]) + part[j];
+              s_dot[kk[j] + gsk] =
+                  (pass == static_cast<int>(blockIdx.y) ? 0.f : s_dot[kk[j] + gsk]) + part[j];
         }
       }
     };
@@ -200,9 +214,9 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
   if constexpr (kDot) {
     __syncwarp();
     if (p.dot_atomic) {
-      for (int k = lane; k < cnt; k += 32) atomicAdd(p.out + s + k, s_dot[k]);
+      for (int k = lane; k < cnt; k += 32) atomicAdd(p.out + s + k, s_dot[k + (k >> sk)]);
     } else {
-      for (int k = lane; k < cnt; k += 32) p.out[s + k] = s_dot[k];
+      for (int k = lane; k < cnt; k += 32) p.out[s + k] = s_dot[k + (k >> sk)];
     }
   }
 }
@@ -250,6 +264,9 @@ void run(const SddmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   a.out = p.out->data<float>();
   a.nnz = g.nnz();
   a.F = p.F;
+  SPGNN_CHECK(p.F <= std::numeric_limits<int>::max() / 4, InvalidArgument,
+              "gnnone sddmm: feature rows of ", p.F, " elements exceed 2 GiB");
+  a.row_bytes = static_cast<int>(p.F * 4);
   a.op = static_cast<int>(p.op);
   // Canonical sides: `a` is the operand kept in registers (target v) when there is one, `b` is
   // gathered per edge; `swap` remembers that lhs became b. A one-sided op (copy_*) uses only a.
@@ -280,7 +297,11 @@ void run(const SddmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   a.g_log2 = geo.g_log2;
   a.passes = geo.passes;
   a.cache = gnnone::launch_cache(prm, g.nnz(), g.device().index, geo.g_log2);
-  a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(a.cache);
+  const gnnone::Skew skew =
+      gnnone::sub_slice_skew(a.cache, geo.g_log2, prm.nze_cache && prm.consecutive);
+  a.skew_shift = skew.shift;
+  a.skew_words = skew.words;
+  a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(a.cache, a.skew_words);
   a.consecutive = prm.consecutive;
   a.dot_atomic = dot && geo.passes > 1;
   if (a.dot_atomic)

@@ -119,11 +119,8 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
     }
     return __ldg(static_cast<const float*>(p.w) + k);
   };
-  // Consecutive groups read their sub-slices of L non-zeros in lock step, L words apart: with
-  // L a multiple of 32 every group hit the same bank (on the Reddit shape in bfloat16, 73% of
-  // the kernel's shared-memory wavefronts were conflicts and L1 was its busiest unit). Non-zero
-  // k is therefore cached at k + (k >> skew_shift): one spare word after each sub-slice puts the
-  // groups on different banks (skew_shift = log2 L; 31 = no skew).
+  // Skewed sub-slices (gnnone::sub_slice_skew): unskewed, on the Reddit shape in bfloat16, 73% of
+  // the kernel's shared-memory wavefronts were bank conflicts and L1 was its busiest unit.
   const int sk = p.skew_shift;
   IndexT* s_row = reinterpret_cast<IndexT*>(smem + warp * p.warp_bytes);  // [cache + 2 + skew]
   IndexT* s_col = s_row + p.cache + 2 + p.skew_words;                       // [cache + skew]
@@ -495,18 +492,10 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
       lp.cache /= 2;
   }
   a.cache = gnnone::launch_cache(lp, g.nnz(), g.device().index, geo.g_log2);
-  {
-    // Skew consecutive sub-slices of at least 2 non-zeros (see the kernel): one spare word per
-    // group and array.
-    const int groups = 32 >> geo.g_log2, L = a.cache / groups;
-    a.skew_shift = 31;
-    a.skew_words = 0;
-    if (prm.nze_cache && prm.consecutive && L >= 2) {
-      a.skew_shift = 0;
-      while ((2 << a.skew_shift) <= L) ++a.skew_shift;
-      a.skew_words = a.cache >> a.skew_shift;
-    }
-  }
+  const gnnone::Skew skew =
+      gnnone::sub_slice_skew(a.cache, geo.g_log2, prm.nze_cache && prm.consecutive);
+  a.skew_shift = skew.shift;
+  a.skew_words = skew.words;
   a.warp_bytes = gnnone::warp_smem_bytes<IndexT>(a.cache, a.skew_words);
   a.mean = p.reduce == Reduce::mean;
   a.consecutive = prm.consecutive;

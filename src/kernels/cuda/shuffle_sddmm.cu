@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "kernels/cuda/cuda_check.cuh"
@@ -46,6 +47,7 @@ struct ShArgs {
   T* __restrict__ out;
   int64_t nnz;
   int64_t F;
+  int row_bytes;  // F * sizeof(T)
   int64_t edges_per_block;
   int nv;
   int lanes_log2;
@@ -65,10 +67,14 @@ __device__ __forceinline__ float combine(int op, float l, float r) {
   }
 }
 
+// The operand row of edge e: with int32 indices one signed wide multiply-add of the index and
+// the 32-bit row size in bytes (gnnone::row_offset), not a 64-bit product.
 template <class IndexT, class T>
-__device__ __forceinline__ int64_t operand_row(int kind, const ShArgs<IndexT, T>& p, int64_t e) {
-  return kind == kByCol ? static_cast<int64_t>(__ldg(p.col + e))
-         : kind == kByRow ? static_cast<int64_t>(__ldg(p.row + e)) : e;
+__device__ __forceinline__ const T* operand_row(const T* base, int kind, const ShArgs<IndexT, T>& p,
+                                                int64_t e) {
+  const int64_t off = kind == kByEdge ? gnnone::row_offset(e, p.row_bytes)
+                      : gnnone::row_offset(__ldg((kind == kByCol ? p.col : p.row) + e), p.row_bytes);
+  return reinterpret_cast<const T*>(reinterpret_cast<const unsigned char*>(base) + off);
 }
 
 template <class IndexT, class T, int V, bool kDot>
@@ -90,8 +96,8 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32)
     const T* lrow = nullptr;
     const T* rrow = nullptr;
     if (active) {
-      if (p.lhs) lrow = p.lhs + operand_row(p.lhs_kind, p, e) * p.F;
-      if (p.rhs) rrow = p.rhs + operand_row(p.rhs_kind, p, e) * p.F;
+      if (p.lhs) lrow = operand_row(p.lhs, p.lhs_kind, p, e);
+      if (p.rhs) rrow = operand_row(p.rhs, p.rhs_kind, p, e);
     }
     if constexpr (kDot) {
       float sum = 0.f;
@@ -158,6 +164,9 @@ void run(const SddmmProblem& p, const Schedule& s, cudaStream_t st) {
   a.out = static_cast<T*>(p.out->raw());
   a.nnz = g.nnz();
   a.F = p.F;
+  SPGNN_CHECK(p.F <= std::numeric_limits<int>::max() / static_cast<int64_t>(sizeof(T)),
+              InvalidArgument, "shuffle sddmm: feature rows of ", p.F, " elements exceed 2 GiB");
+  a.row_bytes = static_cast<int>(p.F * static_cast<int64_t>(sizeof(T)));
   a.edges_per_block = epb;
   a.blocked = static_cast<int>(param_or_default(OpKind::sddmm, "shuffle", s, "blocked"));
   a.lhs_kind = kind_of(p.lhs_target);
