@@ -154,7 +154,7 @@ inline int max_group_lanes(int64_t F, int64_t n_cols, int device) {
 // Per-warp shared memory: IndexT row[C + 2] (row[k + 1] = row of cached non-zero k; row[0] and
 // row[C + 1] are the neighbours just outside the warp's slice, -1 past either end), IndexT col[C],
 // float val[C] (SpMM edge values or SDDMM dot staging), each array `skew` words longer when the
-// SpMM skews its sub-slices (gnnone_spmm.cu). Rounded to 16 bytes.
+// sub-slices are skewed (sub_slice_skew below). Rounded to 16 bytes.
 template <class IndexT>
 inline int warp_smem_bytes(int cache, int skew = 0) {
   const int b = (cache + 2 + skew) * int(sizeof(IndexT)) + (cache + skew) * int(sizeof(IndexT)) +
