@@ -46,8 +46,9 @@ inline bool sspmm_flat(int64_t flat, double avg_degree, int64_t k) {
   return flat > 0 || (flat < 0 && (avg_degree < kFlatMaxAvgDegree || k <= kFlatMaxK));
 }
 // Edges per warp chunk in the flat form when the schedule does not set `segment`: enough to
-// amortise a warp's fixed cost (its index arithmetic, the tail batch), i.e. 8 batches of 8 lane
-// groups x kUnroll (4) edges at k = 16; each chunk still spans many of kron21's short rows.
+// amortise a warp's fixed cost (its index arithmetic, the pipeline's fill), i.e. 16 batches of 8
+// lane groups x 2 edges at k = 16; each chunk still spans many of kron21's short rows. (128 and
+// 256 are within 1% of each other on kron21 at k = 16-64, 512 and 1024 up to 2% slower.)
 constexpr int64_t kFlatChunk = 256;
 
 // Values per lane: the widest of 4, 2, 1 that divides k, capped by max_v (the launchers also

@@ -85,24 +85,36 @@ __device__ __forceinline__ void ldg_vec(float (&d)[V], const float* __restrict__
   }
 }
 
-// V consecutive CBSR column indices in one load (4 u8 = 4 bytes, 4 u16 = 8 bytes).
+// V consecutive CBSR column indices as one load word (4 u8 = 4 bytes, 4 u16 = 8 bytes), kept
+// packed until used (the backward's flat form holds a batch of them across a pipeline stage).
 template <class IdxT, int V>
-__device__ __forceinline__ void ldg_idx(int (&c)[V], const IdxT* __restrict__ p) {
-  if constexpr (sizeof(IdxT) == 1 && V == 4) {
-    const uchar4 t = __ldg(reinterpret_cast<const uchar4*>(p));
+struct IdxWord;
+template <> struct IdxWord<uint8_t, 4> { using type = uchar4; };
+template <> struct IdxWord<uint8_t, 2> { using type = uchar2; };
+template <> struct IdxWord<uint8_t, 1> { using type = uint8_t; };
+template <> struct IdxWord<uint16_t, 4> { using type = ushort4; };
+template <> struct IdxWord<uint16_t, 2> { using type = ushort2; };
+template <> struct IdxWord<uint16_t, 1> { using type = uint16_t; };
+template <class IdxT, int V>
+using idx_word_t = typename IdxWord<IdxT, V>::type;
+
+template <class IdxT, int V>
+__device__ __forceinline__ idx_word_t<IdxT, V> ldg_idx_word(const IdxT* __restrict__ p) {
+  return __ldg(reinterpret_cast<const idx_word_t<IdxT, V>*>(p));
+}
+template <int V, class W>
+__device__ __forceinline__ void unpack_idx(int (&c)[V], const W& t) {
+  if constexpr (V == 4) {
     c[0] = t.x; c[1] = t.y; c[2] = t.z; c[3] = t.w;
-  } else if constexpr (sizeof(IdxT) == 1 && V == 2) {
-    const uchar2 t = __ldg(reinterpret_cast<const uchar2*>(p));
-    c[0] = t.x; c[1] = t.y;
-  } else if constexpr (sizeof(IdxT) == 2 && V == 4) {
-    const ushort4 t = __ldg(reinterpret_cast<const ushort4*>(p));
-    c[0] = t.x; c[1] = t.y; c[2] = t.z; c[3] = t.w;
-  } else if constexpr (sizeof(IdxT) == 2 && V == 2) {
-    const ushort2 t = __ldg(reinterpret_cast<const ushort2*>(p));
+  } else if constexpr (V == 2) {
     c[0] = t.x; c[1] = t.y;
   } else {
-    c[0] = __ldg(p);
+    c[0] = t;
   }
+}
+template <class IdxT, int V>
+__device__ __forceinline__ void ldg_idx(int (&c)[V], const IdxT* __restrict__ p) {
+  unpack_idx<V>(c, ldg_idx_word<IdxT, V>(p));
 }
 
 // One vector red.global.add on Hopper (float2/float4 atomicAdd), scalars elsewhere.

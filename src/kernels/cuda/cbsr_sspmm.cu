@@ -16,7 +16,9 @@
 // graphs most rows have a few edges: a warp per segment would leave most of its lane groups idle
 // and pay a chain of dependent loads (segment -> row -> rowptr) for 1-3 edges, while a chunk
 // keeps every group busy and needs no segment table (no host preprocessing). Gathers read d_out
-// through the read-only cache, where consecutive edges of one row hit the same sectors.
+// through the read-only cache, where consecutive edges of one row hit the same sectors. Each
+// edge is a chain of three dependent loads (its column, the column's CBSR indices, the gathers),
+// so the flat form is a three-stage pipeline over batches of edges (cbsr_sspmm_flat_kernel).
 //
 // In both, the lane groups take the edges (v, u) round-robin: each lane loads V consecutive
 // CBSR column indices of u (one coalesced load per group), gathers d_out[v, index] (from the
@@ -28,10 +30,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "kernels/cuda/cbsr_common.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/gnnone_common.cuh"
 #include "kernels/cuda/maxk_kernels.hpp"
 
 namespace spgnn::detail {
@@ -55,15 +59,14 @@ struct SspmmArgs {
   int64_t segment, nseg;            // edges per segment or chunk; segments or chunks
   int nv, l_log2, passes;
   int row_bytes;
+  int f_bytes, k_bytes, k_idx_bytes;  // F * 4, k * 4, k * sizeof(IdxT)
   bool vec4_in;                     // F % 4 == 0 and d_out 16-byte aligned
 };
 
-// kSmem: the staged row lives in shared memory (else the gathers read d_out). kFlat: warp s
-// takes the edge chunk [s * C, (s + 1) * C) of any rows (never staged) instead of segment s.
-template <class I, class IdxT, int V, bool kSmem, int kRegs, bool kFlat>
+// The segment form. kSmem: the staged row lives in shared memory (else the gathers read d_out).
+template <class I, class IdxT, int V, bool kSmem, int kRegs>
 __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_blocks(kRegs))
     cbsr_sspmm_kernel(const SspmmArgs<I, IdxT> a) {
-  static_assert(!(kFlat && kSmem), "a chunk spans rows: there is no one row to stage");
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -74,22 +77,14 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
   const int64_t s = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp;
   if (s >= a.nseg) return;  // whole warps only: no block-level barrier below
   const int F = static_cast<int>(a.F);
-  int64_t e_begin, e_end;
-  const float* drow = nullptr;  // the segment's row of d_out
-  bool stage = false;
-  if constexpr (kFlat) {
-    e_begin = s * a.segment;
-    e_end = min(e_begin + a.segment, a.nnz);
-  } else {
-    const int64_t r = a.seg_row[s];
-    e_begin = a.seg_begin[s];
-    e_end = min(e_begin + a.segment, static_cast<int64_t>(a.rowptr[r + 1]));
-    if (e_begin >= e_end) return;  // a row without edges contributes nothing
-    drow = a.d_out + r * a.F;
-    // A short segment gathers fewer values than the row holds: it reads them where they are
-    // instead of staging the whole row (on skewed graphs most rows are short).
-    stage = kSmem && (e_end - e_begin) * a.k >= a.F;
-  }
+  const int64_t r = a.seg_row[s];
+  const int64_t e_begin = a.seg_begin[s];
+  const int64_t e_end = min(e_begin + a.segment, static_cast<int64_t>(a.rowptr[r + 1]));
+  if (e_begin >= e_end) return;  // a row without edges contributes nothing
+  const float* drow = a.d_out + r * a.F;
+  // A short segment gathers fewer values than the row holds: it reads them where they are
+  // instead of staging the whole row (on skewed graphs most rows are short).
+  const bool stage = kSmem && (e_end - e_begin) * a.k >= a.F;
   const float* buf = nullptr;
   if constexpr (kSmem) {
     if (stage) {
@@ -116,11 +111,14 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
     const int vi = pass * L + gl;
     if (vi >= a.nv) break;  // no shuffles below: idle lanes may leave
     const int64_t voff = static_cast<int64_t>(vi) * V;
+    // Rows by 32-bit byte strides: one IMAD.WIDE an address with int32 indices
+    // (gnnone::row_offset), not a 64-bit product.
+    const auto* xi_lane = reinterpret_cast<const unsigned char*>(a.xi + voff);
+    auto* dd_lane = reinterpret_cast<unsigned char*>(a.d_data + voff);
     for (int64_t e0 = e_begin + grp; e0 < e_end; e0 += step) {
-      int64_t u[kUnroll];
+      I u[kUnroll];
       float wt[kUnroll];
       int c[kUnroll][V];
-      const float* src[kUnroll];  // the flat form: d_out's row of each edge
       bool ok[kUnroll];
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
@@ -129,8 +127,8 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
         if (ok[j]) {
           u[j] = __ldg(a.col + ej);
           wt[j] = a.w ? __ldg(a.w + ej) : 1.f;
-          cbsr::ldg_idx<IdxT, V>(c[j], a.xi + u[j] * a.k + voff);
-          if constexpr (kFlat) src[j] = a.d_out + static_cast<int64_t>(__ldg(a.row + ej)) * a.F;
+          cbsr::ldg_idx<IdxT, V>(c[j], reinterpret_cast<const IdxT*>(
+                                            xi_lane + gnnone::row_offset(u[j], a.k_idx_bytes)));
         }
       }
 #pragma unroll
@@ -138,8 +136,107 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
         if (!ok[j]) continue;
         float v[V];
 #pragma unroll
-        for (int q = 0; q < V; ++q) v[q] = wt[j] * gather(kFlat ? src[j] : drow, c[j][q]);
-        cbsr::atomic_add_vec<V>(a.d_data + u[j] * a.k + voff, v);
+        for (int q = 0; q < V; ++q) v[q] = wt[j] * gather(drow, c[j][q]);
+        cbsr::atomic_add_vec<V>(
+            reinterpret_cast<float*>(dd_lane + gnnone::row_offset(u[j], a.k_bytes)), v);
+      }
+    }
+  }
+}
+
+// Edges per lane group and pipeline stage in the flat form. At 4 the three stages' registers
+// spill (ptxas: 350-700 bytes of stack at the 64-register bound); at 2 nothing spills.
+constexpr int kFlatBatch = 2;
+
+// The flat form as a three-stage software pipeline. Each edge is a chain of three dependent
+// loads: its column u (with its row and weight), u's CBSR indices, then the gathers from d_out's
+// row. Issued batch by batch, a warp waits out all three in turn (ncu, kron21 at k = 16: 90% of
+// its stall cycles on L1TEX scoreboards, at 75% of L2 and 50% of DRAM throughput). Here a lane
+// group holds three batches of B edges at different stages: while batch b gathers, batch b + 1
+// loads its indices and batch b + 2 its columns, so one wait covers three batches' loads.
+template <class I, class IdxT, int V, int B, int kRegs>
+__global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_blocks(kRegs))
+    cbsr_sspmm_flat_kernel(const SspmmArgs<I, IdxT> a) {
+  using Word = cbsr::idx_word_t<IdxT, V>;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int L = 1 << a.l_log2;
+  const int G = 32 >> a.l_log2;
+  const int grp = lane >> a.l_log2;
+  const int gl = lane & (L - 1);
+  const int64_t s = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp;
+  if (s >= a.nseg) return;
+  const int F = static_cast<int>(a.F);
+  // Batch b of this group: edges first + (b * B + j) * G, j < B (the warp's groups interleave,
+  // so each load of a batch is coalesced across the warp).
+  const int64_t first = s * a.segment + grp;
+  const int64_t e_end = min(s * a.segment + a.segment, a.nnz);
+  const int64_t span = int64_t{G} * B;
+  const int nb = static_cast<int>((e_end - s * a.segment + span - 1) / span);
+  const auto* dout = reinterpret_cast<const unsigned char*>(a.d_out);
+  struct Edge {
+    I u;  // -1: no edge (past the chunk)
+    I r;
+    float w;
+  };
+  for (int pass = 0; pass < a.passes; ++pass) {
+    const int vi = pass * L + gl;
+    if (vi >= a.nv) break;  // no shuffles below: idle lanes may leave
+    const int64_t voff = static_cast<int64_t>(vi) * V;
+    const auto* xi_lane = reinterpret_cast<const unsigned char*>(a.xi + voff);
+    auto* dd_lane = reinterpret_cast<unsigned char*>(a.d_data + voff);
+    auto load_edges = [&](int b, Edge (&E)[B]) {
+#pragma unroll
+      for (int j = 0; j < B; ++j) {
+        const int64_t e = first + (static_cast<int64_t>(b) * B + j) * G;
+        E[j].u = I(-1);
+        if (b < nb && e < e_end) {
+          E[j].u = __ldg(a.col + e);
+          E[j].r = __ldg(a.row + e);
+          E[j].w = a.w ? __ldg(a.w + e) : 1.f;
+        }
+      }
+    };
+    auto load_idx = [&](const Edge (&E)[B], Word (&X)[B]) {
+#pragma unroll
+      for (int j = 0; j < B; ++j)
+        if (E[j].u >= 0)
+          X[j] = cbsr::ldg_idx_word<IdxT, V>(reinterpret_cast<const IdxT*>(
+              xi_lane + gnnone::row_offset(E[j].u, a.k_idx_bytes)));
+    };
+    auto scatter = [&](const Edge (&E)[B], const Word (&X)[B]) {
+      float v[B][V];
+#pragma unroll
+      for (int j = 0; j < B; ++j) {
+        if (E[j].u < 0) continue;
+        int c[V];
+        cbsr::unpack_idx<V>(c, X[j]);
+        const auto* src =
+            reinterpret_cast<const float*>(dout + gnnone::row_offset(E[j].r, a.f_bytes));
+#pragma unroll
+        for (int q = 0; q < V; ++q)  // entries >= F: skipped
+          v[j][q] = c[q] < F ? E[j].w * __ldg(src + c[q]) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < B; ++j)
+        if (E[j].u >= 0)
+          cbsr::atomic_add_vec<V>(
+              reinterpret_cast<float*>(dd_lane + gnnone::row_offset(E[j].u, a.k_bytes)), v[j]);
+    };
+    Edge e0[B], e1[B], e2[B];
+    Word x0[B], x1[B];
+    load_edges(0, e0);
+    load_edges(1, e1);
+    load_idx(e0, x0);
+    for (int b = 0; b < nb; ++b) {
+      load_edges(b + 2, e2);
+      load_idx(e1, x1);
+      scatter(e0, x0);
+#pragma unroll
+      for (int j = 0; j < B; ++j) {
+        e0[j] = e1[j];
+        x0[j] = x1[j];
+        e1[j] = e2[j];
       }
     }
   }
@@ -153,11 +250,11 @@ void launch(Form form, int regs, const SspmmArgs<I, IdxT>& a, const cbsr::BlockS
   const int64_t blocks = (a.nseg + bs.warps - 1) / bs.warps;
   SPGNN_CHECK(blocks <= 0x7fffffff, InvalidArgument, "cbsr_sspmm: graph too large for one grid");
   constexpr int kLean = cbsr::kLeanRegs;
-  auto kernel = form == Form::flat   ? (regs ? cbsr_sspmm_kernel<I, IdxT, V, false, kLean, true>
-                                             : cbsr_sspmm_kernel<I, IdxT, V, false, 0, true>)
-                : form == Form::global ? cbsr_sspmm_kernel<I, IdxT, V, false, 0, false>
-                : regs                 ? cbsr_sspmm_kernel<I, IdxT, V, true, kLean, false>
-                                       : cbsr_sspmm_kernel<I, IdxT, V, true, 0, false>;
+  auto kernel = form == Form::flat   ? (regs ? cbsr_sspmm_flat_kernel<I, IdxT, V, kFlatBatch, kLean>
+                                             : cbsr_sspmm_flat_kernel<I, IdxT, V, kFlatBatch, 0>)
+                : form == Form::global ? cbsr_sspmm_kernel<I, IdxT, V, false, 0>
+                : regs                 ? cbsr_sspmm_kernel<I, IdxT, V, true, kLean>
+                                       : cbsr_sspmm_kernel<I, IdxT, V, true, 0>;
   const size_t bytes = form == Form::shared ? bs.smem_bytes : 0;
   cbsr::allow_smem(kernel, bytes);
   kernel<<<static_cast<unsigned>(blocks), bs.warps * 32, bytes, st>>>(a);
@@ -203,6 +300,11 @@ void run(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Ten
   a.l_log2 = geo.l_log2;
   a.passes = geo.passes;
   a.row_bytes = static_cast<int>((x.F * 4 + 15) / 16 * 16);
+  SPGNN_CHECK(x.F <= std::numeric_limits<int>::max() / 4, InvalidArgument,
+              "cbsr_sspmm: rows of ", x.F, " floats exceed 2 GiB");
+  a.f_bytes = static_cast<int>(x.F * 4);
+  a.k_bytes = static_cast<int>(x.k * 4);  // k <= F
+  a.k_idx_bytes = static_cast<int>(x.k * static_cast<int64_t>(sizeof(IdxT)));
   a.vec4_in = x.F % 4 == 0 && cbsr::aligned_to(a.d_out, 16);
   cbsr::BlockShape bs = cbsr::block_shape(x.F, prm.warps, !flat && prm.smem_buffer);
   const Form form = flat ? Form::flat : bs.smem ? Form::shared : Form::global;
