@@ -30,7 +30,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 
 #include "kernels/cuda/cbsr_common.cuh"
@@ -300,9 +299,7 @@ void run(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Ten
   a.l_log2 = geo.l_log2;
   a.passes = geo.passes;
   a.row_bytes = static_cast<int>((x.F * 4 + 15) / 16 * 16);
-  SPGNN_CHECK(x.F <= std::numeric_limits<int>::max() / 4, InvalidArgument,
-              "cbsr_sspmm: rows of ", x.F, " floats exceed 2 GiB");
-  a.f_bytes = static_cast<int>(x.F * 4);
+  a.f_bytes = gnnone::row_bytes32(x.F, 4, "cbsr_sspmm");
   a.k_bytes = static_cast<int>(x.k * 4);  // k <= F
   a.k_idx_bytes = static_cast<int>(x.k * static_cast<int64_t>(sizeof(IdxT)));
   a.vec4_in = x.F % 4 == 0 && cbsr::aligned_to(a.d_out, 16);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "dispatch/problem.hpp"
@@ -74,6 +75,13 @@ __device__ __forceinline__ int64_t row_offset(int32_t c, int32_t row_bytes) {
 }
 __device__ __forceinline__ int64_t row_offset(int64_t c, int32_t row_bytes) {
   return c * row_bytes;
+}
+// The 32-bit row size row_offset takes: `F` elements of `elem_bytes` each, checked to stay
+// under 2 GiB (`what` names the kernel in the error).
+inline int row_bytes32(int64_t F, int64_t elem_bytes, const char* what) {
+  SPGNN_CHECK(F <= std::numeric_limits<int>::max() / elem_bytes, InvalidArgument, what,
+              ": feature rows of ", F, " elements exceed 2 GiB");
+  return static_cast<int>(F * elem_bytes);
 }
 
 template <int V>

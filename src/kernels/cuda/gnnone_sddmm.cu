@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -264,9 +263,7 @@ void run(const SddmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   a.out = p.out->data<float>();
   a.nnz = g.nnz();
   a.F = p.F;
-  SPGNN_CHECK(p.F <= std::numeric_limits<int>::max() / 4, InvalidArgument,
-              "gnnone sddmm: feature rows of ", p.F, " elements exceed 2 GiB");
-  a.row_bytes = static_cast<int>(p.F * 4);
+  a.row_bytes = gnnone::row_bytes32(p.F, 4, "gnnone sddmm");
   a.op = static_cast<int>(p.op);
   // Canonical sides: `a` is the operand kept in registers (target v) when there is one, `b` is
   // gathered per edge; `swap` remembers that lhs became b. A one-sided op (copy_*) uses only a.

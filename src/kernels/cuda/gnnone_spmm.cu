@@ -31,7 +31,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -444,9 +443,7 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   a.nnz = g.nnz();
   a.n_rows = g.n_rows;
   a.F = p.F;
-  SPGNN_CHECK(p.F <= std::numeric_limits<int>::max() / static_cast<int64_t>(sizeof(T)),
-              InvalidArgument, "gnnone: feature rows of ", p.F, " elements exceed 2 GiB");
-  a.row_bytes = static_cast<int>(p.F * static_cast<int64_t>(sizeof(T)));
+  a.row_bytes = gnnone::row_bytes32(p.F, sizeof(T), "gnnone");
   a.binop = binop_of(p.op);
   // Vector accesses touch u, out and (wide) e rows: all must be aligned for the width.
   const void* ptrs[3] = {a.u, a.out, a.e};

@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <string>
 
 #include "kernels/cuda/cuda_check.cuh"
@@ -164,9 +163,7 @@ void run(const SddmmProblem& p, const Schedule& s, cudaStream_t st) {
   a.out = static_cast<T*>(p.out->raw());
   a.nnz = g.nnz();
   a.F = p.F;
-  SPGNN_CHECK(p.F <= std::numeric_limits<int>::max() / static_cast<int64_t>(sizeof(T)),
-              InvalidArgument, "shuffle sddmm: feature rows of ", p.F, " elements exceed 2 GiB");
-  a.row_bytes = static_cast<int>(p.F * static_cast<int64_t>(sizeof(T)));
+  a.row_bytes = gnnone::row_bytes32(p.F, sizeof(T), "shuffle sddmm");
   a.edges_per_block = epb;
   a.blocked = static_cast<int>(param_or_default(OpKind::sddmm, "shuffle", s, "blocked"));
   a.lhs_kind = kind_of(p.lhs_target);
