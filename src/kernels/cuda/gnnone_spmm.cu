@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
   // The non-zeros are read once a pass and never fit L2 (8-12 bytes each: 0.9-1.4 GB on the
   // Reddit shape). Streaming loads (evict-first) leave L2 to the gathered rows where that
   // measured faster (H100: GIN's bfloat16 copy_u 4.4% an epoch, float32 u_mul_e on kron21
-  // 1.6%); bfloat16 u_mul_e ran 2-5% slower with them and keeps plain loads.
+  // 1.6%); bfloat16 u_mul_e ran 1-5% slower with them and keeps plain loads.
   constexpr bool kStream = kMode == kCopyU || (!elem::kIsHalf<T> && kMode == kUOpEScalar);
   if constexpr (kCache) {
     if constexpr (kStream) {
