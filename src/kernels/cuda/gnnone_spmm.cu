@@ -131,28 +131,22 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
   // measured faster (H100: GIN's bfloat16 copy_u 4.4% an epoch, float32 u_mul_e on kron21
   // 1.6%); bfloat16 u_mul_e ran 1-5% slower with them and keeps plain loads.
   constexpr bool kStream = kMode == kCopyU || (!elem::kIsHalf<T> && kMode == kUOpEScalar);
+  auto nz_index = [&](const IndexT* arr, int k) -> IndexT {
+    if constexpr (kStream) return __ldcs(arr + s + k);
+    else return arr[s + k];
+  };
+  auto nz_weight = [&](int k) -> float {
+    if constexpr (kStream) return __ldcs(static_cast<const float*>(p.w) + s + k);  // float32
+    else return weight(s + k);
+  };
   if constexpr (kCache) {
-    if constexpr (kStream) {
-      const IndexT* row_s = p.row + s;
-      const IndexT* col_s = p.col + s;
-      const float* w_s = static_cast<const float*>(p.w) + s;  // float32 weights
 #pragma unroll 4
-      for (int k = lane; k < p.cache; k += 32) {
-        const bool ok = k < cnt;
-        const int pk = k + (k >> sk);
-        s_row[pk + 1] = ok ? __ldcs(row_s + k) : IndexT(-1);
-        s_col[pk] = ok ? __ldcs(col_s + k) : IndexT(0);
-        if constexpr (kMode == kUOpEScalar) s_val[pk] = ok ? __ldcs(w_s + k) : 0.f;
-      }
-    } else {
-#pragma unroll 4
-      for (int k = lane; k < p.cache; k += 32) {
-        const bool ok = k < cnt;
-        const int pk = k + (k >> sk);
-        s_row[pk + 1] = ok ? p.row[s + k] : IndexT(-1);
-        s_col[pk] = ok ? p.col[s + k] : IndexT(0);
-        if constexpr (kMode == kUOpEScalar) s_val[pk] = ok ? weight(s + k) : 0.f;
-      }
+    for (int k = lane; k < p.cache; k += 32) {
+      const bool ok = k < cnt;
+      const int pk = k + (k >> sk);
+      s_row[pk + 1] = ok ? nz_index(p.row, k) : IndexT(-1);
+      s_col[pk] = ok ? nz_index(p.col, k) : IndexT(0);
+      if constexpr (kMode == kUOpEScalar) s_val[pk] = ok ? nz_weight(k) : 0.f;
     }
     if (lane == 0) s_row[0] = s > 0 ? p.row[s - 1] : IndexT(-1);
     if (lane == 1)
