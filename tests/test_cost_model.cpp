@@ -14,6 +14,7 @@
 #include "spgnn/error.hpp"
 #include "spgnn/schedule.hpp"
 #include "test_util.hpp"
+#include "kernels/shape_math.hpp"
 #include "tune/cost_model.hpp"
 
 namespace spgnn::tune {
@@ -442,3 +443,26 @@ TEST(CostModelJson, RejectsMalformedOrForeignDocuments) {
 
 }  // namespace
 }  // namespace spgnn::tune
+
+// gnnone's feature chunk (kernels/shape_math.hpp), which the CUDA launcher and the cost model
+// share: the L2 budget rule, and SpMM's one pass where the whole feature matrix fits in L2.
+TEST(GnnoneChunk, BudgetRuleAndWholeRowPass) {
+  const double l2 = 50.0 * (1 << 20);
+  const int64_t reddit = 232965, rmat = int64_t{1} << 21;
+  using spgnn::detail::gnnone_max_group;
+  // Budget: the widest of 32 / 16 / 8 lanes whose chunk fits 60% of L2, else 16.
+  EXPECT_EQ(gnnone_max_group(64, 4, 4, 1000, l2, false), 32);
+  EXPECT_EQ(gnnone_max_group(64, 4, 4, reddit, l2, false), 8);
+  EXPECT_EQ(gnnone_max_group(64, 4, 4, rmat, l2, false), 16);
+  EXPECT_EQ(gnnone_max_group(41, 1, 4, reddit, l2, false), 32);  // scalar lanes: 4-byte chunks
+  // Whole row in one pass: F = 40..56 floats on 233K rows (37-52 MB) fit, F = 64 (60 MB) does not.
+  for (int64_t F : {40, 44, 48, 56}) {
+    EXPECT_EQ(gnnone_max_group(F, 4, 4, reddit, l2, false), 8) << F;
+    EXPECT_EQ(gnnone_max_group(F, 4, 4, reddit, l2, true), 16) << F;
+  }
+  EXPECT_EQ(gnnone_max_group(64, 4, 4, reddit, l2, true), 8);
+  EXPECT_EQ(gnnone_max_group(96, 4, 4, reddit, l2, true), 8);   // more than two chunks
+  EXPECT_EQ(gnnone_max_group(32, 4, 4, reddit, l2, true), 8);   // one chunk already
+  EXPECT_EQ(gnnone_max_group(48, 4, 4, rmat, l2, true), 16);    // 2M rows never fit
+  EXPECT_EQ(gnnone_max_group(41, 1, 4, reddit, l2, true), 32);  // no wider chunk than 32 lanes
+}

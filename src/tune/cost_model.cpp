@@ -125,12 +125,8 @@ Geometry geometry(const ProblemStats& p, const StrategyInfo& info, const Schedul
     warps = std::max<int64_t>(warps, 1);
     const int V = prm("vector_loads") ? vector_width(F) : 1;
     const int64_t cols = p.op == OpKind::spmm ? p.n_cols : std::max(p.n_cols, p.n_rows);
-    int max_group = 16;
-    for (int lanes : {32, 16, 8})
-      if (double(cols) * lanes * vector_width(F) * 4 <= 0.6 * kAssumedL2Bytes) {
-        max_group = lanes;
-        break;
-      }
+    const int max_group = detail::gnnone_max_group(F, vector_width(F), 4, cols,
+                                                   kAssumedL2Bytes, p.op == OpKind::spmm);
     const int64_t nv = F / V;
     int lg = 0;
     while ((int64_t{1} << lg) < nv && (2 << lg) <= max_group) ++lg;

@@ -13,6 +13,7 @@
 #include "dispatch/problem.hpp"
 #include "spgnn/schedule.hpp"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/shape_math.hpp"
 
 namespace spgnn::detail::gnnone {
 
@@ -128,12 +129,8 @@ inline Geometry make_geometry(int64_t F, bool vector_loads, const void* const* p
   return g;
 }
 
-// Lanes per thread group at most, i.e. the feature chunk (G lanes x V floats) one grid row
-// (blockIdx.y) gathers. Chunking keeps the gathered columns' working set (n_cols x chunk x 4
-// bytes) small enough for L2: the widest chunk of 32, 16 or 8 lanes whose working set fits in
-// 60% of L2 is used, and 16 lanes when none fits. Measured on an H100 (docs/GPU_NOTES.md, v4):
-// R-MAT 21 (2M vertices: nothing fits) SpMM F=128 2.80 ms with 16 lanes, 3.21 with 32, 2.95
-// with 8. SPGNN_GNNONE_MAX_GROUP=4|8|16|32 in the environment forces a value (tuning hook).
+// Lanes per thread group at most (detail::gnnone_max_group has the rule and its measurements);
+// SPGNN_GNNONE_MAX_GROUP=4|8|16|32 in the environment forces a value (tuning hook).
 inline int forced_max_group() {
   static const int lanes = [] {
     const char* env = std::getenv("SPGNN_GNNONE_MAX_GROUP");
@@ -150,13 +147,11 @@ inline int l2_bytes(int device) {
   }
   return b;
 }
-inline int max_group_lanes(int64_t F, int64_t n_cols, int device) {
+// F counts floats here; the half SpMM passes its F too (8 halves are 16 bytes as 4 floats are).
+inline int max_group_lanes(int64_t F, int64_t n_cols, int device, bool whole_row_if_fits = false) {
   if (const int forced = forced_max_group()) return forced;
   const int V = F % 4 == 0 ? 4 : F % 2 == 0 ? 2 : 1;
-  const double budget = 0.6 * l2_bytes(device);
-  for (int lanes : {32, 16, 8})
-    if (double(n_cols) * lanes * V * 4 <= budget) return lanes;
-  return 16;
+  return gnnone_max_group(F, V, 4, n_cols, double(l2_bytes(device)), whole_row_if_fits);
 }
 
 // Per-warp shared memory: IndexT row[C + 2] (row[k + 1] = row of cached non-zero k; row[0] and

@@ -213,9 +213,11 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
     const int64_t foff = static_cast<int64_t>(vi) * V;
     // u's rows from this lane's vector, stepped in bytes by a 32-bit row size (host-checked):
     // with int32 indices the address of a gather is one wide multiply-add, not a 64-bit product.
-    // A lane past the row's last vector gathers the first one instead (a line its group reads
-    // anyway) and never stores: no predicated loads and no zeroed registers in the hot loop.
-    const auto* u_lane = reinterpret_cast<const unsigned char*>(p.u + (lane_ok ? foff : 0));
+    // A lane past the row's last vector gathers the pass's first vector instead (a line its
+    // group reads anyway; the row's first vector is not, past pass 0) and never stores: no
+    // predicated loads and no zeroed registers in the hot loop.
+    const int64_t idle_off = static_cast<int64_t>(pass) * G * V;
+    const auto* u_lane = reinterpret_cast<const unsigned char*>(p.u + (lane_ok ? foff : idle_off));
     float acc[V];
     gnnone::zero_vec(acc);
     IndexT cur = -1;
@@ -462,7 +464,10 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   const void* ptrs[3] = {a.u, a.out, a.e};
   // A group covers at most max_group_lanes lanes of 16 bytes (4 floats or 8 halves: the same
   // L2 working set per lane).
-  const int max_group = gnnone::max_group_lanes(p.F, g.n_cols, g.device().index);
+  // float32 takes the whole row in one pass where it fits L2 (gnnone_max_group); half keeps the
+  // chunk rule alone (not measured with the whole-row rule).
+  const int max_group =
+      gnnone::max_group_lanes(p.F, g.n_cols, g.device().index, !elem::kIsHalf<T>);
   gnnone::Geometry geo;
   if constexpr (elem::kIsHalf<T>) {
     // 8 halves per lane where F and the pointers allow, else pairs (as warp_vertex: one
