@@ -556,12 +556,24 @@ class GatConv : public Layer {
   }
   Tensor forward(GraphContext& ctx, const Tensor& x, bool training, uint64_t step_seed) override {
     x_ = x;
-    Tensor& feat = keep(feat_, {x.dim(0), s_.heads * s_.out}, x.dtype(), x.device());
-    gemm(x, false, w_.value, false, feat, 0);
-    el_ = head_dot(feat_, al_.value, s_.heads);
-    er_ = head_dot(feat_, ar_.value, s_.heads);
+    const int64_t H = s_.heads, f = s_.out;
+    // Heads whose width is not a multiple of 4 run at a zero-padded width on the GPU (as the
+    // transform-first aggregations, detail::aggregation_width): W and the attention vectors get
+    // zero columns, so the scores are unchanged and the padded output columns are zero. H100,
+    // Reddit shape, one head: F = 41 forward 8.97 ms and backward 19.34, F = 44 6.24 and 15.27
+    // (`spgnn bench gat --dim 41,44`): float4 loads instead of scalar ones.
+    fp_ = detail::aggregation_width(f, x);
+    const bool pad = fp_ != f;
+    const Tensor& w = pad ? padded_heads(w_.value, w_pad_, s_.in) : w_.value;
+    const Tensor& al = pad ? padded_heads(al_.value, al_pad_, 1) : al_.value;
+    const Tensor& ar = pad ? padded_heads(ar_.value, ar_pad_, 1) : ar_.value;
+    Tensor& feat = keep(feat_, {x.dim(0), H * fp_}, x.dtype(), x.device());
+    gemm(x, false, w, false, feat, 0);
+    el_ = head_dot(feat_, al, H);
+    er_ = head_dot(feat_, ar, H);
     const Graph& g = ctx.loops(false);
-    Tensor& out = result(out_buf_, reuse_out_, {g.n_rows, s_.heads * s_.out});
+    Tensor& out = result(out_buf_, reuse_out_, {g.n_rows, H * f});
+    Tensor& agg = pad ? keep(agg_pad_, {g.n_rows, H * fp_}, x.dtype(), x.device()) : out;
     params_.heads = s_.heads;
     params_.negative_slope = s_.negative_slope;
     params_.attn_dropout = training ? s_.attn_dropout : 0.f;
@@ -569,11 +581,15 @@ class GatConv : public Layer {
     if (x.dtype() == DType::f64) {
       SPGNN_CHECK(params_.attn_dropout == 0.f, InvalidArgument,
                   "gat layer: the float64 path has no attention dropout (use attn_dropout 0)");
-      gat_aggregate_f64(g, feat_, el_, er_, s_.heads, s_.negative_slope, out, attn_);
+      gat_aggregate_f64(g, feat_, el_, er_, s_.heads, s_.negative_slope, agg, attn_);
     } else {
       detail::ProfileScope prof(Phase::aggregate_forward);
       if (attn_.defined() && attn_.shape() != std::vector<int64_t>{g.nnz(), s_.heads}) attn_ = Tensor();
-      gat_aggregate(g, feat_, el_, er_, params_, out, attn_, auto_options(ctx));
+      gat_aggregate(g, feat_, el_, er_, params_, agg, attn_, auto_options(ctx));
+    }
+    if (pad) {
+      if (!out.defined()) out = Tensor::empty({g.n_rows, H * f}, x.dtype(), x.device());
+      narrow_heads(agg, out, g.n_rows);
     }
     add_bias_(out, b_.value);
     return out;
@@ -581,24 +597,43 @@ class GatConv : public Layer {
   Tensor backward(GraphContext& ctx, const Tensor& dy, bool need_dx) override {
     bias_grad(b_, dy);
     const Graph& g = ctx.loops(false);
-    if (dy.dtype() == DType::f64) {
-      gat_aggregate_backward_f64(g, feat_, el_, er_, attn_, dy, s_.heads, s_.negative_slope,
+    const int64_t H = s_.heads, f = s_.out, w = H * fp_;
+    const bool pad = fp_ != f;
+    const DType dt = dy.dtype();
+    const Device dev = dy.device();
+    const Tensor* gy = &dy;
+    if (pad) {  // the padded columns' upstream gradient is zero
+      Tensor& dyp = keep_zeroed(dy_pad_, {dy.dim(0), w}, dt, dev);
+      Tensor dst = dyp.reshape({dy.dim(0) * H, fp_});
+      copy_columns(dy.reshape({dy.dim(0) * H, f}), dst, f);
+      gy = &dyp;
+    }
+    if (dt == DType::f64) {
+      gat_aggregate_backward_f64(g, feat_, el_, er_, attn_, *gy, s_.heads, s_.negative_slope,
                                  gfeat_, gel_, ger_);
     } else {
       detail::ProfileScope prof(Phase::aggregate_forward);  // counted as backward in this pass
-      const int64_t w = s_.heads * s_.out;
       if (gfeat_.defined() && gfeat_.shape() != std::vector<int64_t>{g.n_cols, w}) gfeat_ = Tensor();
       if (gel_.defined() && gel_.shape() != std::vector<int64_t>{g.n_cols, s_.heads}) gel_ = Tensor();
       if (ger_.defined() && ger_.shape() != std::vector<int64_t>{g.n_rows, s_.heads}) ger_ = Tensor();
-      gat_aggregate_backward(g, feat_, el_, er_, attn_, dy, params_, gfeat_, gel_, ger_,
+      gat_aggregate_backward(g, feat_, el_, er_, attn_, *gy, params_, gfeat_, gel_, ger_,
                              auto_options(ctx));
     }
-    head_dot_backward(feat_, al_.value, s_.heads, gel_, gfeat_, al_.grad);
-    head_dot_backward(feat_, ar_.value, s_.heads, ger_, gfeat_, ar_.grad);
-    weight_grad(w_, x_, gfeat_);
+    if (!pad) {
+      head_dot_backward(feat_, al_.value, s_.heads, gel_, gfeat_, al_.grad);
+      head_dot_backward(feat_, ar_.value, s_.heads, ger_, gfeat_, ar_.grad);
+      weight_grad(w_, x_, gfeat_);
+    } else {  // gradients at the padded width, narrowed to the parameters' own
+      head_dot_backward(feat_, al_pad_, s_.heads, gel_, gfeat_, al_gpad_);
+      head_dot_backward(feat_, ar_pad_, s_.heads, ger_, gfeat_, ar_gpad_);
+      narrow_heads(al_gpad_.reshape({1, w}), keep(al_.grad, al_.value.shape(), dt, dev), 1);
+      narrow_heads(ar_gpad_.reshape({1, w}), keep(ar_.grad, ar_.value.shape(), dt, dev), 1);
+      gemm(x_, true, gfeat_, false, keep(gw_pad_, {s_.in, w}, dt, dev), 0);
+      narrow_heads(gw_pad_, keep(w_.grad, w_.value.shape(), dt, dev), s_.in);
+    }
     if (!need_dx) return Tensor();
     Tensor& dx = result(dx_buf_, reuse_dx_, {x_.dim(0), s_.in});
-    gemm(gfeat_, false, w_.value, true, dx, 0);
+    gemm(gfeat_, false, pad ? w_pad_ : w_.value, true, dx, 0);
     return dx;
   }
   std::vector<Parameter*> parameters() override { return {&w_, &al_, &ar_, &b_}; }
@@ -609,11 +644,33 @@ class GatConv : public Layer {
   }
 
  private:
+  // [rows, H * out] (a weight, or an attention vector as one row) into `buf`, [rows, H * fp_]
+  // with each head's columns zero-padded (refreshed every forward: the values change with every
+  // optimiser step; the padding columns are never written).
+  const Tensor& padded_heads(const Tensor& v, Tensor& buf, int64_t rows) {
+    const int64_t H = s_.heads;
+    Tensor& b = keep_zeroed(buf, v.ndim() == 1 ? std::vector<int64_t>{H * fp_}
+                                                 : std::vector<int64_t>{rows, H * fp_},
+                            v.dtype(), v.device());
+    Tensor dst = b.reshape({rows * H, fp_});
+    copy_columns(v.reshape({rows * H, s_.out}), dst, s_.out);
+    return b;
+  }
+  // The inverse: [rows, H * fp_] narrowed to [rows, H * out] (into a tensor of any shape with
+  // those elements, e.g. a 1-D attention-vector gradient).
+  void narrow_heads(const Tensor& padded, Tensor& out, int64_t rows) {
+    const int64_t H = s_.heads;
+    Tensor dst = out.reshape({rows * H, s_.out});
+    copy_columns(padded.reshape({rows * H, fp_}), dst, s_.out);
+  }
+
   ConvSpec s_;
   Parameter w_, al_, ar_, b_;
   GatParams params_;
+  int64_t fp_ = 0;  // the heads' width in the last forward: s_.out, or padded to a multiple of 4
   Tensor x_, feat_, el_, er_, attn_;
   Tensor out_buf_, dx_buf_, gfeat_, gel_, ger_;
+  Tensor w_pad_, al_pad_, ar_pad_, agg_pad_, dy_pad_, al_gpad_, ar_gpad_, gw_pad_;  // padded heads
 };
 
 }  // namespace
