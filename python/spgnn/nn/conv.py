@@ -584,9 +584,19 @@ class GATConv(torch.nn.Module):
         p = self.dropout if self.training else 0.0
         seed = (torch.randint(0, 2**62, (1,), dtype=torch.int64) if p > 0
                 else torch.zeros(1, dtype=torch.int64))
+        # Heads of 4 or more features run at a width rounded up to a multiple of 4 (zero
+        # columns, sliced off after): float4 loads instead of scalar ones. The attention logits
+        # above use the true width, so the scores are unchanged. H100, 114M edges, one head:
+        # fused forward 8.97 ms at 41 features, 6.24 at 44; backward 19.34 and 15.27.
+        Cp = _padded(C)
+        if Cp != C:
+            feat = F.pad(feat.reshape(feat.shape[0], H, C), (0, Cp - C)).reshape(-1, H * Cp)
         out, attn = _ops.gat_aggregate(h, feat.contiguous(), el.contiguous(), er.contiguous(), H,
                                        self.negative_slope, p, seed, n, "")
-        out = out.view(n, H * C) if self.concat else out.view(n, H, C).mean(dim=1)
+        out = out.view(n, H, Cp)
+        if Cp != C:
+            out = out[..., :C]
+        out = out.reshape(n, H * C) if self.concat else out.mean(dim=1)
         if self.res is not None:
             out = out + self.res(x_dst)
         if self.bias is not None:
