@@ -30,10 +30,12 @@ struct OpOptions {
 };
 
 // g-SpMM: out[v, f] = reduce over edges e = (v, w) of op(u[w, f], e[e, f or 0]).
-//   u:   [n_cols, F] f32 (undefined for copy_e)
-//   e:   [nnz] or [nnz, 1] (broadcast over F) or [nnz, F] f32 (undefined for copy_u; then the
-//        graph's own values are used if the op needs e and the graph has them)
-//   out: [n_rows, F] f32, allocated if undefined, on the graph's device
+//   u:   [n_cols, F] float32, float16 or bfloat16 (float64 on the host; undefined for copy_e)
+//   e:   [nnz] or [nnz, 1] (broadcast over F) or [nnz, F] in u's dtype; scalar weights may be
+//        float32 beside half u (undefined for copy_u; then the graph's own values are used if
+//        the op needs e and the graph has them)
+//   out: [n_rows, F] in u's dtype, allocated if undefined, on the graph's device; half math
+//        accumulates in float32 and rounds each result once
 //   arg_u, arg_e (max/min only; pass undefined to skip): [n_rows, F] i64, the source vertex and
 //        edge that produced each output; -1 for rows without edges (whose output is 0).
 // mean divides by the row's edge count; rows with no edges get 0 for every reduce.
