@@ -738,6 +738,45 @@ INSTANTIATE_TEST_SUITE_P(Layers, LayerF32, ::testing::ValuesIn(layer_cases()),
 // weights and the upstream gradient >= 0): no cancellation, so the full float32 precision holds.
 // Ties in MaxK's ranking are still branch points (seeds 119 and 363 of 1000 kept another value
 // of a row and failed by 1e-4 and 1.2e-5): x is drawn away from them.
+// GIN's graph A + (1 + eps) I: with eps = 0 and no self loops in A every weight is 1, so the
+// context drops the values (the aggregations run copy_u, reading no weights); otherwise it keeps
+// them (1 + eps on the diagonal, 2 + eps where A has a self loop). The sums are the same.
+TEST(GinGraph, UnitWeightsAggregateWithoutValues) {
+  const int64_t n = 60;
+  std::vector<int64_t> r, c;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d : {1, 7, 23}) r.push_back(i), c.push_back((i + d) % n);
+  const Graph no_loops = graph_from_edges(n, n, r, c, {}, BuildOptions{});
+  r.push_back(5), c.push_back(5);
+  const Graph one_loop = graph_from_edges(n, n, r, c, {}, BuildOptions{});
+  const Tensor x = random_tensor({n, 6}, seed_for(341)).astype(DType::f64);
+  for (double eps : {0.0, 0.5}) {
+    for (const Graph* g : {&no_loops, &one_loop}) {
+      const bool loops = g == &one_loop;
+      SCOPED_TRACE("eps " + std::to_string(eps) + (loops ? ", a self loop" : ", no self loop"));
+      nn::GraphContext ctx(*g, Device::cpu());
+      const bool unit = eps == 0.0 && !loops;
+      for (bool t : {false, true}) {
+        const Graph& h = ctx.gin(eps, t);
+        EXPECT_EQ(h.val.defined(), !unit) << "transposed " << t;
+        EXPECT_EQ(h.nnz(), g->nnz() + n - (loops ? 1 : 0));
+      }
+      // (A + (1 + eps) I) x, row by row on the host.
+      Tensor want = Tensor::zeros({n, 6}, DType::f64);
+      const auto rows = g->row.astype(DType::i64), cols = g->col.astype(DType::i64);
+      for (int64_t e = 0; e < g->nnz(); ++e)
+        for (int64_t j = 0; j < 6; ++j)
+          want.data<double>()[rows.data<int64_t>()[e] * 6 + j] +=
+              x.data<double>()[cols.data<int64_t>()[e] * 6 + j];
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < 6; ++j)
+          want.data<double>()[i * 6 + j] += (1 + eps) * x.data<double>()[i * 6 + j];
+      const Graph& h = ctx.gin(eps, false);
+      EXPECT_LT(rel_error(nn::aggregate(h, h.val, Reduce::sum, x), want), 1e-12);
+    }
+  }
+}
+
 TEST(GinEpsFloat32, MatchesFloat64WithoutCancellation) {
   for (int64_t maxk : {int64_t{0}, int64_t{3}}) {
     for (auto [in, out] : {std::pair<int64_t, int64_t>{13, 6}, {5, 9}}) {

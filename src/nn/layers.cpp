@@ -96,7 +96,15 @@ const Graph& GraphContext::get(Pair& p, bool transposed, int kind) {
       case kPlain: h = host_; break;
       case kGcn: h = gcn_normalize(host_); break;
       case kMean: h = mean_normalize(host_); break;
-      case kGin: h = with_diagonal(host_, 1.0 + gin_eps_); break;
+      case kGin: {
+        h = with_diagonal(host_, 1.0 + gin_eps_);
+        // eps = 0 on a graph without self loops: every weight is 1, and the aggregation is a
+        // plain sum (copy_u), which reads no weight array (4 bytes a non-zero) and runs the
+        // SpMM kernels' copy_u form.
+        const float* v = h.val.data<float>();
+        if (std::all_of(v, v + h.nnz(), [](float w) { return w == 1.f; })) h.val = Tensor();
+        break;
+      }
       case kIdentity: h = identity_graph(n_); break;
       default: {
         BuildOptions b;
