@@ -5,7 +5,10 @@
 // V values per lane) take the segment's edges round-robin, load the source row's k values and k
 // column indices with coalesced vector loads (k * 5 bytes per edge with u8 indices instead of
 // F * 4 for a dense row: the traffic saving the paper builds on) and add w_e * value at the
-// indices into an F-float buffer in shared memory. Two forms:
+// indices into an F-float buffer in shared memory. In the private-row form outside lean
+// launches, the warp loads the segment's columns (and weights) 32 edges at a time, a chunk
+// ahead, and the groups take theirs by shuffle: each edge then waits on one load (its CBSR row),
+// not two in a chain (8-13% on the Reddit shape, docs/BENCHMARKS_MAXK.md). Two forms:
 //   private rows (default): each group has its own buffer row and adds with plain
 //     read-add-writes (cbsr_spgemm_private_kernel below explains why that is safe);
 //   one row per warp (private_rows=0, or when the groups' rows do not fit): shared-memory
@@ -230,53 +233,106 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
   __syncwarp();
   float* acc = reinterpret_cast<float*>(rows4 + grp * stride4);
 
-  const int64_t step = static_cast<int64_t>(G) * kUnroll;
+  // A batch of kUnroll edges per group, loaded: add w_e * value at each column.
+  auto add_batch = [&](const float (&d)[kUnroll][V], const int (&c)[kUnroll][V],
+                       const float (&wt)[kUnroll], const bool (&ok)[kUnroll]) {
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      // Strictly ascending across the group's positions of this step: within the lane, and
+      // against the previous lane's last value. Only lanes that hold values compare: a row of
+      // k = 96 at V = 4 leaves lanes 24..31 of the group idle, and their equal sentinels must
+      // not send the group's real values to the atomic path (the lane before an active lane is
+      // active too, so `prev` is always a real value).
+      bool asc = true;
+      if (ok[j]) {
+#pragma unroll
+        for (int q = 1; q < V; ++q) asc &= c[j][q - 1] < c[j][q];
+      }
+      const int prev = __shfl_up_sync(0xffffffffu, c[j][V - 1], 1, L);
+      if (gl > 0 && ok[j]) asc &= prev < c[j][0];
+      const bool plain = (__ballot_sync(0xffffffffu, !asc) & gmask) == 0;
+      if (ok[j]) {
+#pragma unroll
+        for (int q = 0; q < V; ++q) {
+          if (c[j][q] >= F) continue;  // entries >= F: skipped
+          if (plain) acc[c[j][q]] += wt[j] * d[j][q];
+          else atomicAdd(acc + c[j][q], wt[j] * d[j][q]);
+        }
+      }
+      __syncwarp();
+    }
+  };
+
   for (int pass = 0; pass < a.passes; ++pass) {
     const int vi = pass * L + gl;
     const bool lane_ok = vi < a.nv;
     const int64_t voff = static_cast<int64_t>(vi) * V;
-    for (int64_t e0 = e_begin; e0 < e_end; e0 += step) {
-      float d[kUnroll][V], wt[kUnroll];
-      int c[kUnroll][V];
-      bool ok[kUnroll];
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {
-        const int64_t ej = e0 + static_cast<int64_t>(j) * G + grp;
-        ok[j] = lane_ok && ej < e_end;
-        if (ok[j]) {
-          const int64_t u = __ldg(a.col + ej);
-          wt[j] = a.w ? __ldg(a.w + ej) : 1.f;
-          cbsr::ldg_vec<V>(d[j], a.xd + u * a.k + voff);
-          cbsr::ldg_idx<IdxT, V>(c[j], a.xi + u * a.k + voff);
-        } else {
-#pragma unroll
-          for (int q = 0; q < V; ++q) c[j][q] = 0x7fffffff;
-        }
+    if constexpr (kRegs == 0) {
+      // The segment's columns and weights come a warp-wide chunk of 32 edges at a time, one
+      // coalesced load per chunk issued a chunk ahead; each group takes its edges of the chunk
+      // (c0 + jj * G + grp, jj < L) by shuffle. An edge's chain of dependent loads is then one
+      // deep (its CBSR row) instead of two (its column, then the row). Not in lean launches,
+      // whose short rows rarely fill a chunk and whose 40 registers have no room for it.
+      I u_cur = 0;
+      float w_cur = 1.f;
+      if (e_begin + lane < e_end) {
+        u_cur = __ldg(a.col + e_begin + lane);
+        if (a.w) w_cur = __ldg(a.w + e_begin + lane);
       }
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {
-        // Strictly ascending across the group's positions of this step: within the lane, and
-        // against the previous lane's last value. Only lanes that hold values compare: a row of
-        // k = 96 at V = 4 leaves lanes 24..31 of the group idle, and their equal sentinels must
-        // not send the group's real values to the atomic path (the lane before an active lane is
-        // active too, so `prev` is always a real value).
-        bool asc = true;
-        if (ok[j]) {
-#pragma unroll
-          for (int q = 1; q < V; ++q) asc &= c[j][q - 1] < c[j][q];
+      for (int64_t c0 = e_begin; c0 < e_end; c0 += 32) {
+        I u_next = 0;
+        float w_next = 1.f;
+        if (c0 + 32 + lane < e_end) {
+          u_next = __ldg(a.col + c0 + 32 + lane);
+          if (a.w) w_next = __ldg(a.w + c0 + 32 + lane);
         }
-        const int prev = __shfl_up_sync(0xffffffffu, c[j][V - 1], 1, L);
-        if (gl > 0 && ok[j]) asc &= prev < c[j][0];
-        const bool plain = (__ballot_sync(0xffffffffu, !asc) & gmask) == 0;
-        if (ok[j]) {
+        // Per group, the chunk's edges rounded up (warp-uniform: the loop holds shuffles).
+        const int n_chunk = e_end - c0 < 32 ? static_cast<int>(e_end - c0) : 32;
+        const int j_end = (n_chunk + G - 1) >> (5 - a.l_log2);  // G = 2^(5 - l_log2)
+        for (int j0 = 0; j0 < j_end; j0 += kUnroll) {
+          float d[kUnroll][V], wt[kUnroll];
+          int c[kUnroll][V];
+          bool ok[kUnroll];
 #pragma unroll
-          for (int q = 0; q < V; ++q) {
-            if (c[j][q] >= F) continue;  // entries >= F: skipped
-            if (plain) acc[c[j][q]] += wt[j] * d[j][q];
-            else atomicAdd(acc + c[j][q], wt[j] * d[j][q]);
+          for (int j = 0; j < kUnroll; ++j) {
+            const int at = (j0 + j) * G + grp;
+            const I u = __shfl_sync(0xffffffffu, u_cur, at & 31);
+            wt[j] = a.w ? __shfl_sync(0xffffffffu, w_cur, at & 31) : 1.f;
+            ok[j] = lane_ok && at < n_chunk;
+            if (ok[j]) {
+              cbsr::ldg_vec<V>(d[j], a.xd + static_cast<int64_t>(u) * a.k + voff);
+              cbsr::ldg_idx<IdxT, V>(c[j], a.xi + static_cast<int64_t>(u) * a.k + voff);
+            } else {
+#pragma unroll
+              for (int q = 0; q < V; ++q) c[j][q] = 0x7fffffff;
+            }
+          }
+          add_batch(d, c, wt, ok);
+        }
+        u_cur = u_next;
+        w_cur = w_next;
+      }
+    } else {
+      const int64_t step = static_cast<int64_t>(G) * kUnroll;
+      for (int64_t e0 = e_begin; e0 < e_end; e0 += step) {
+        float d[kUnroll][V], wt[kUnroll];
+        int c[kUnroll][V];
+        bool ok[kUnroll];
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+          const int64_t ej = e0 + static_cast<int64_t>(j) * G + grp;
+          ok[j] = lane_ok && ej < e_end;
+          if (ok[j]) {
+            const int64_t u = __ldg(a.col + ej);
+            wt[j] = a.w ? __ldg(a.w + ej) : 1.f;
+            cbsr::ldg_vec<V>(d[j], a.xd + u * a.k + voff);
+            cbsr::ldg_idx<IdxT, V>(c[j], a.xi + u * a.k + voff);
+          } else {
+#pragma unroll
+            for (int q = 0; q < V; ++q) c[j][q] = 0x7fffffff;
           }
         }
-        __syncwarp();
+        add_batch(d, c, wt, ok);
       }
     }
   }
