@@ -105,39 +105,88 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
     return __ldg(src + c);
   };
 
-  const int64_t step = static_cast<int64_t>(G) * kUnroll;
+  // A batch of kUnroll edges per group, their CBSR indices loaded: gather, scale, add.
+  auto add_batch = [&](unsigned char* dd_lane, const I (&u)[kUnroll],
+                       const float (&wt)[kUnroll], const int (&c)[kUnroll][V],
+                       const bool (&ok)[kUnroll]) {
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      if (!ok[j]) continue;
+      float v[V];
+#pragma unroll
+      for (int q = 0; q < V; ++q) v[q] = wt[j] * gather(drow, c[j][q]);
+      cbsr::atomic_add_vec<V>(
+          reinterpret_cast<float*>(dd_lane + gnnone::row_offset(u[j], a.k_bytes)), v);
+    }
+  };
+
   for (int pass = 0; pass < a.passes; ++pass) {
     const int vi = pass * L + gl;
-    if (vi >= a.nv) break;  // no shuffles below: idle lanes may leave
     const int64_t voff = static_cast<int64_t>(vi) * V;
     // Rows by 32-bit byte strides: one IMAD.WIDE an address with int32 indices
     // (gnnone::row_offset), not a 64-bit product.
     const auto* xi_lane = reinterpret_cast<const unsigned char*>(a.xi + voff);
     auto* dd_lane = reinterpret_cast<unsigned char*>(a.d_data + voff);
-    for (int64_t e0 = e_begin + grp; e0 < e_end; e0 += step) {
-      I u[kUnroll];
-      float wt[kUnroll];
-      int c[kUnroll][V];
-      bool ok[kUnroll];
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {
-        const int64_t ej = e0 + static_cast<int64_t>(j) * G;
-        ok[j] = ej < e_end;
-        if (ok[j]) {
-          u[j] = __ldg(a.col + ej);
-          wt[j] = a.w ? __ldg(a.w + ej) : 1.f;
-          cbsr::ldg_idx<IdxT, V>(c[j], reinterpret_cast<const IdxT*>(
-                                            xi_lane + gnnone::row_offset(u[j], a.k_idx_bytes)));
-        }
+    if constexpr (kRegs == 0) {
+      // As in the forward (cbsr_spgemm.cu): the segment's columns and weights a 32-edge chunk
+      // at a time, loaded a chunk ahead, taken by shuffle, so an edge's chain is its CBSR
+      // indices, then the gather. Every lane stays for the shuffles; idle lanes only skip work.
+      const bool lane_ok = vi < a.nv;
+      I u_cur = 0;
+      float w_cur = 1.f;
+      if (e_begin + lane < e_end) {
+        u_cur = __ldg(a.col + e_begin + lane);
+        if (a.w) w_cur = __ldg(a.w + e_begin + lane);
       }
+      for (int64_t c0 = e_begin; c0 < e_end; c0 += 32) {
+        I u_next = 0;
+        float w_next = 1.f;
+        if (c0 + 32 + lane < e_end) {
+          u_next = __ldg(a.col + c0 + 32 + lane);
+          if (a.w) w_next = __ldg(a.w + c0 + 32 + lane);
+        }
+        const int n_chunk = e_end - c0 < 32 ? static_cast<int>(e_end - c0) : 32;
+        const int j_end = (n_chunk + G - 1) >> (5 - a.l_log2);  // G = 2^(5 - l_log2)
+        for (int j0 = 0; j0 < j_end; j0 += kUnroll) {
+          I u[kUnroll];
+          float wt[kUnroll];
+          int c[kUnroll][V];
+          bool ok[kUnroll];
 #pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {
-        if (!ok[j]) continue;
-        float v[V];
+          for (int j = 0; j < kUnroll; ++j) {
+            const int at = (j0 + j) * G + grp;
+            u[j] = __shfl_sync(0xffffffffu, u_cur, at & 31);
+            wt[j] = a.w ? __shfl_sync(0xffffffffu, w_cur, at & 31) : 1.f;
+            ok[j] = lane_ok && at < n_chunk;
+            if (ok[j])
+              cbsr::ldg_idx<IdxT, V>(c[j], reinterpret_cast<const IdxT*>(
+                                                xi_lane + gnnone::row_offset(u[j], a.k_idx_bytes)));
+          }
+          add_batch(dd_lane, u, wt, c, ok);
+        }
+        u_cur = u_next;
+        w_cur = w_next;
+      }
+    } else {
+      if (vi >= a.nv) break;  // no shuffles in this loop: idle lanes may leave
+      const int64_t step = static_cast<int64_t>(G) * kUnroll;
+      for (int64_t e0 = e_begin + grp; e0 < e_end; e0 += step) {
+        I u[kUnroll];
+        float wt[kUnroll];
+        int c[kUnroll][V];
+        bool ok[kUnroll];
 #pragma unroll
-        for (int q = 0; q < V; ++q) v[q] = wt[j] * gather(drow, c[j][q]);
-        cbsr::atomic_add_vec<V>(
-            reinterpret_cast<float*>(dd_lane + gnnone::row_offset(u[j], a.k_bytes)), v);
+        for (int j = 0; j < kUnroll; ++j) {
+          const int64_t ej = e0 + static_cast<int64_t>(j) * G;
+          ok[j] = ej < e_end;
+          if (ok[j]) {
+            u[j] = __ldg(a.col + ej);
+            wt[j] = a.w ? __ldg(a.w + ej) : 1.f;
+            cbsr::ldg_idx<IdxT, V>(c[j], reinterpret_cast<const IdxT*>(
+                                              xi_lane + gnnone::row_offset(u[j], a.k_idx_bytes)));
+          }
+        }
+        add_batch(dd_lane, u, wt, c, ok);
       }
     }
   }
