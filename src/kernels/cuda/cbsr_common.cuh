@@ -117,6 +117,51 @@ __device__ __forceinline__ void ldg_idx(int (&c)[V], const IdxT* __restrict__ p)
   unpack_idx<V>(c, ldg_idx_word<IdxT, V>(p));
 }
 
+// A segment's edges [begin, e_end), a warp-wide chunk of 32 at a time: each lane holds one edge's
+// column and weight (1 without weights), and the next chunk's are loaded while the current one is
+// used, so an edge's column is there before its CBSR row is needed. Lane groups take their edges
+// of the current chunk by shuffle; every lane of the warp calls these together.
+template <class I>
+struct EdgeChunks {
+  const I* __restrict__ col;
+  const float* __restrict__ w;  // nullptr: every weight is 1
+  int64_t e_end;
+  int lane;
+  I u = 0, u_next = 0;
+  float wt = 1.f, w_next = 1.f;
+
+  __device__ __forceinline__ EdgeChunks(const I* c, const float* wp, int64_t begin, int64_t end,
+                                        int l)
+      : col(c), w(wp), e_end(end), lane(l) {
+    load(begin, u, wt);
+  }
+  // Loads the chunk at c0 as the next one.
+  __device__ __forceinline__ void prefetch(int64_t c0) { load(c0, u_next, w_next); }
+  __device__ __forceinline__ void advance() {
+    u = u_next;
+    wt = w_next;
+  }
+  // The edges of the chunk at c0 (at most 32).
+  __device__ __forceinline__ int count(int64_t c0) const {
+    return e_end - c0 < 32 ? static_cast<int>(e_end - c0) : 32;
+  }
+  // Edge `at` of the current chunk (any lane's): its column and weight.
+  __device__ __forceinline__ I col_at(int at) const { return __shfl_sync(0xffffffffu, u, at & 31); }
+  __device__ __forceinline__ float w_at(int at) const {
+    return w ? __shfl_sync(0xffffffffu, wt, at & 31) : 1.f;
+  }
+
+ private:
+  __device__ __forceinline__ void load(int64_t c0, I& u_out, float& w_out) const {
+    u_out = 0;
+    w_out = 1.f;
+    if (c0 + lane < e_end) {
+      u_out = __ldg(col + c0 + lane);
+      if (w) w_out = __ldg(w + c0 + lane);
+    }
+  }
+};
+
 // One vector red.global.add on Hopper (float2/float4 atomicAdd), scalars elsewhere.
 template <int V>
 __device__ __forceinline__ void atomic_add_vec(float* p, const float (&d)[V]) {

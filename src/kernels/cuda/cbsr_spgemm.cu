@@ -273,21 +273,11 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
       // (c0 + jj * G + grp, jj < L) by shuffle. An edge's chain of dependent loads is then one
       // deep (its CBSR row) instead of two (its column, then the row). Not in lean launches,
       // whose short rows rarely fill a chunk and whose 40 registers have no room for it.
-      I u_cur = 0;
-      float w_cur = 1.f;
-      if (e_begin + lane < e_end) {
-        u_cur = __ldg(a.col + e_begin + lane);
-        if (a.w) w_cur = __ldg(a.w + e_begin + lane);
-      }
+      cbsr::EdgeChunks<I> edges(a.col, a.w, e_begin, e_end, lane);
       for (int64_t c0 = e_begin; c0 < e_end; c0 += 32) {
-        I u_next = 0;
-        float w_next = 1.f;
-        if (c0 + 32 + lane < e_end) {
-          u_next = __ldg(a.col + c0 + 32 + lane);
-          if (a.w) w_next = __ldg(a.w + c0 + 32 + lane);
-        }
+        edges.prefetch(c0 + 32);
         // Per group, the chunk's edges rounded up (warp-uniform: the loop holds shuffles).
-        const int n_chunk = e_end - c0 < 32 ? static_cast<int>(e_end - c0) : 32;
+        const int n_chunk = edges.count(c0);
         const int j_end = (n_chunk + G - 1) >> (5 - a.l_log2);  // G = 2^(5 - l_log2)
         for (int j0 = 0; j0 < j_end; j0 += kUnroll) {
           float d[kUnroll][V], wt[kUnroll];
@@ -296,8 +286,8 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
 #pragma unroll
           for (int j = 0; j < kUnroll; ++j) {
             const int at = (j0 + j) * G + grp;
-            const I u = __shfl_sync(0xffffffffu, u_cur, at & 31);
-            wt[j] = a.w ? __shfl_sync(0xffffffffu, w_cur, at & 31) : 1.f;
+            const I u = edges.col_at(at);
+            wt[j] = edges.w_at(at);
             ok[j] = lane_ok && at < n_chunk;
             if (ok[j]) {
               cbsr::ldg_vec<V>(d[j], a.xd + static_cast<int64_t>(u) * a.k + voff);
@@ -309,8 +299,7 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
           }
           add_batch(d, c, wt, ok);
         }
-        u_cur = u_next;
-        w_cur = w_next;
+        edges.advance();
       }
     } else {
       const int64_t step = static_cast<int64_t>(G) * kUnroll;

@@ -132,20 +132,10 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
       // at a time, loaded a chunk ahead, taken by shuffle, so an edge's chain is its CBSR
       // indices, then the gather. Every lane stays for the shuffles; idle lanes only skip work.
       const bool lane_ok = vi < a.nv;
-      I u_cur = 0;
-      float w_cur = 1.f;
-      if (e_begin + lane < e_end) {
-        u_cur = __ldg(a.col + e_begin + lane);
-        if (a.w) w_cur = __ldg(a.w + e_begin + lane);
-      }
+      cbsr::EdgeChunks<I> edges(a.col, a.w, e_begin, e_end, lane);
       for (int64_t c0 = e_begin; c0 < e_end; c0 += 32) {
-        I u_next = 0;
-        float w_next = 1.f;
-        if (c0 + 32 + lane < e_end) {
-          u_next = __ldg(a.col + c0 + 32 + lane);
-          if (a.w) w_next = __ldg(a.w + c0 + 32 + lane);
-        }
-        const int n_chunk = e_end - c0 < 32 ? static_cast<int>(e_end - c0) : 32;
+        edges.prefetch(c0 + 32);
+        const int n_chunk = edges.count(c0);
         const int j_end = (n_chunk + G - 1) >> (5 - a.l_log2);  // G = 2^(5 - l_log2)
         for (int j0 = 0; j0 < j_end; j0 += kUnroll) {
           I u[kUnroll];
@@ -155,8 +145,8 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
 #pragma unroll
           for (int j = 0; j < kUnroll; ++j) {
             const int at = (j0 + j) * G + grp;
-            u[j] = __shfl_sync(0xffffffffu, u_cur, at & 31);
-            wt[j] = a.w ? __shfl_sync(0xffffffffu, w_cur, at & 31) : 1.f;
+            u[j] = edges.col_at(at);
+            wt[j] = edges.w_at(at);
             ok[j] = lane_ok && at < n_chunk;
             if (ok[j])
               cbsr::ldg_idx<IdxT, V>(c[j], reinterpret_cast<const IdxT*>(
@@ -164,8 +154,7 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
           }
           add_batch(dd_lane, u, wt, c, ok);
         }
-        u_cur = u_next;
-        w_cur = w_next;
+        edges.advance();
       }
     } else {
       if (vi >= a.nv) break;  // no shuffles in this loop: idle lanes may leave
