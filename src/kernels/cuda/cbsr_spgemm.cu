@@ -119,6 +119,31 @@ struct SpgemmArgs {
   bool vec4_out;                 // F % 4 == 0 and out 16-byte aligned
 };
 
+// Loads a batch of kUnroll edges for one lane group, edge j at e0 + j * G: its weight, and the V
+// values and column indices of its CBSR row at this lane's offset voff. Edges past e_end (or a
+// lane without values) are marked !ok; kSentinel also gives them columns that compare above any
+// real one (the private-row kernel's ascending check reads them).
+template <bool kSentinel, class I, class IdxT, int V>
+__device__ __forceinline__ void load_edge_batch(const SpgemmArgs<I, IdxT>& a, int64_t e0, int G,
+                                                int64_t e_end, bool lane_ok, int64_t voff,
+                                                float (&d)[kUnroll][V], int (&c)[kUnroll][V],
+                                                float (&wt)[kUnroll], bool (&ok)[kUnroll]) {
+#pragma unroll
+  for (int j = 0; j < kUnroll; ++j) {
+    const int64_t ej = e0 + static_cast<int64_t>(j) * G;
+    ok[j] = lane_ok && ej < e_end;
+    if (ok[j]) {
+      const int64_t u = __ldg(a.col + ej);
+      wt[j] = a.w ? __ldg(a.w + ej) : 1.f;
+      cbsr::ldg_vec<V>(d[j], a.xd + u * a.k + voff);
+      cbsr::ldg_idx<IdxT, V>(c[j], a.xi + u * a.k + voff);
+    } else if constexpr (kSentinel) {
+#pragma unroll
+      for (int q = 0; q < V; ++q) c[j][q] = 0x7fffffff;
+    }
+  }
+}
+
 template <class I, class IdxT, int V, bool kSmem>
 __global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
     cbsr_spgemm_kernel(const SpgemmArgs<I, IdxT> a) {
@@ -154,17 +179,7 @@ __global__ void __launch_bounds__(cbsr::kMaxWarps * 32)
       float d[kUnroll][V], wt[kUnroll];
       int c[kUnroll][V];
       bool ok[kUnroll];
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {
-        const int64_t ej = e + static_cast<int64_t>(j) * G;
-        ok[j] = lane_ok && ej < e_end;
-        if (ok[j]) {
-          const int64_t u = __ldg(a.col + ej);
-          wt[j] = a.w ? __ldg(a.w + ej) : 1.f;
-          cbsr::ldg_vec<V>(d[j], a.xd + u * a.k + voff);
-          cbsr::ldg_idx<IdxT, V>(c[j], a.xi + u * a.k + voff);
-        }
-      }
+      load_edge_batch<false>(a, e, G, e_end, lane_ok, voff, d, c, wt, ok);
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
         if (!ok[j]) continue;
@@ -307,20 +322,7 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
         float d[kUnroll][V], wt[kUnroll];
         int c[kUnroll][V];
         bool ok[kUnroll];
-#pragma unroll
-        for (int j = 0; j < kUnroll; ++j) {
-          const int64_t ej = e0 + static_cast<int64_t>(j) * G + grp;
-          ok[j] = lane_ok && ej < e_end;
-          if (ok[j]) {
-            const int64_t u = __ldg(a.col + ej);
-            wt[j] = a.w ? __ldg(a.w + ej) : 1.f;
-            cbsr::ldg_vec<V>(d[j], a.xd + u * a.k + voff);
-            cbsr::ldg_idx<IdxT, V>(c[j], a.xi + u * a.k + voff);
-          } else {
-#pragma unroll
-            for (int q = 0; q < V; ++q) c[j][q] = 0x7fffffff;
-          }
-        }
+        load_edge_batch<true>(a, e0 + grp, G, e_end, lane_ok, voff, d, c, wt, ok);
         add_batch(d, c, wt, ok);
       }
     }
