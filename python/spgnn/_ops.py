@@ -2,12 +2,20 @@
 only, for torch.compile) and, where it is differentiable, an autograd formula written with other
 spgnn ops, so forward and backward both compile without graph breaks.
 
-Graphs cross op boundaries as *handles*: an int64 host tensor of shape [nnz] and stride 0 over
-one element (read through its storage, which exists even when nnz = 0), the id of a graph entry
-of the compiled core. The entry stays alive as long as
-any handle does; the shape tells fake implementations the edge count (data-dependent for derived
-graphs, e.g. after adding self loops), so edge-shaped outputs get the right symbolic size. These
-ops are internal: the public API is spgnn.ops, spgnn.Graph and spgnn.nn.
+Graphs cross op boundaries as *handles*: an int64 host tensor of shape [nnz, 0] over one element
+(read through its storage, which exists though the tensor holds no elements), the id of a graph
+entry of the compiled core. The entry stays alive as long as any handle does; the shape tells
+fake implementations the edge count (data-dependent for derived graphs, e.g. after adding self
+loops), so edge-shaped outputs get the right symbolic size. These ops are internal: the public
+API is spgnn.ops, spgnn.Graph and spgnn.nn.
+
+Why [nnz, 0] with strides (1, 1), and not [nnz] with stride 0: torch.compile(mode=
+"reduce-overhead") checks every input of a compiled region for internal overlap
+(torch._inductor.output_code.complex_memory_overlap), which asks of each stride-0 dimension
+whether its size is 1. For a derived graph's data-dependent edge count that has no answer, and
+torch 2.11 stopped the backward's compilation with "GuardOnDataDependentSymNode: Ne(u1, 1)".
+With no stride-0 dimension the question is never asked; an empty tensor needs no storage past
+its offset, so any strides are valid over the one element.
 
 Edge tensors here are in the graph's canonical order (sorted by destination, then source);
 spgnn.ops maps them from and to the caller's edge order.
@@ -24,9 +32,25 @@ from ._runtime import C, arr, on_device, stream_of
 _lib = "spgnn"
 
 # torch >= 2.4 names
-custom_op = torch.library.custom_op
 register_fake = torch.library.register_fake
 register_autograd = torch.library.register_autograd
+
+# Every spgnn op is tagged cudagraph_unsafe where torch has that tag: the ops allocate device
+# workspace with cudaMalloc on first use per stream and find graphs through host-side handles,
+# neither of which a CUDA graph can record (torch 2.11 under torch.compile(mode="reduce-overhead")
+# stopped with cudaErrorStreamCaptureUnsupported). Tagged, they run outside inductor's CUDA graphs
+# (between graph partitions, or with CUDA graphs skipped for that region) instead of failing.
+_UNSAFE_TAGS = tuple(t for t in (getattr(torch.Tag, "cudagraph_unsafe", None),) if t is not None)
+
+
+def custom_op(name, fn, *, mutates_args):
+    if _UNSAFE_TAGS:
+        try:
+            return torch.library.custom_op(name, fn, mutates_args=mutates_args,
+                                           tags=_UNSAFE_TAGS)
+        except TypeError:  # a custom_op without tags=
+            pass
+    return torch.library.custom_op(name, fn, mutates_args=mutates_args)
 
 
 def _new_size():
@@ -46,11 +70,11 @@ def _new_size():
 
 
 def handle_from_base(base: Tensor, nnz: int) -> Tensor:
-    return base.expand(nnz)
+    return base.as_strided((nnz, 0), (1, 1))
 
 
 def _fake_handle(nnz) -> Tensor:
-    return torch.empty(1, dtype=torch.int64, device="cpu").expand(nnz)
+    return handle_from_base(torch.empty(1, dtype=torch.int64, device="cpu"), nnz)
 
 
 def nnz_of(h: Tensor):
@@ -58,7 +82,7 @@ def nnz_of(h: Tensor):
 
 
 def _addr(h: Tensor) -> int:
-    if h.dtype != torch.int64 or h.device.type != "cpu" or h.dim() != 1:
+    if h.dtype != torch.int64 or h.device.type != "cpu" or h.dim() != 2:
         raise TypeError("not a spgnn graph handle")
     return h.untyped_storage().data_ptr() + 8 * h.storage_offset()
 
@@ -66,7 +90,7 @@ def _addr(h: Tensor) -> int:
 def wrap_handle(obj_nnz) -> Tensor:
     """A handle tensor from what _C.build_graph / _C.derive return: (array over the id, nnz)."""
     obj, nnz = obj_nnz
-    return torch.from_dlpack(obj).expand(nnz)
+    return handle_from_base(torch.from_dlpack(obj), nnz)
 
 
 # ---- graphs ----------------------------------------------------------------------------------------
@@ -88,7 +112,7 @@ _handle_lib = torch.library.Library(_lib, "FRAGMENT")
 
 def _handle_op(schema: str, impl):
     name = schema.split("(", 1)[0]
-    _handle_lib.define(schema, tags=(torch.Tag.pt2_compliant_tag,))
+    _handle_lib.define(schema, tags=(torch.Tag.pt2_compliant_tag,) + _UNSAFE_TAGS)
     _handle_lib.impl(name, impl, "CompositeExplicitAutograd")
     # not differentiable: outputs never require grad (graph_tensor's `like` only names a dtype)
     _handle_lib.impl(name, torch.library.fallthrough_kernel, "Autograd")

@@ -284,7 +284,7 @@ class GCNConv(torch.nn.Module):
             h = resolve(edge_index, n)
             w = (_ops.graph_tensor(h, "values", x, 0)
                  if isinstance(edge_index, Graph) and edge_index.has_weights
-                 else torch.ones(h.shape[0], dtype=x.dtype, device=x.device))
+                 else torch.ones(_ops.nnz_of(h), dtype=x.dtype, device=x.device))
             agg = self._weighted(x, h, w, n, graph_order=True)
         elif edge_weight is not None:
             if isinstance(edge_index, DistGraph):
@@ -311,7 +311,7 @@ class GCNConv(torch.nn.Module):
         """The aggregation with caller-given edge weights: PyG's gcn_norm in torch ops
         (differentiable in the weights) on spgnn's edge order; the SpMM is spgnn's.
         graph_order: the weights are in the graph's edge order already, not the input's."""
-        E = h.shape[0]
+        E = _ops.nnz_of(h)
         check_float(edge_weight, "edge_weight", ndim=(1,), device=x.device, rows=E,
                     rows_name="the number of edges E", contiguous=False)
         w = edge_weight.to(x.dtype)
