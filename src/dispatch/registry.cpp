@@ -326,7 +326,8 @@ Schedule normalized(OpKind op, Schedule s) {
 //    gnnone's zero-fill + main kernel pair by 1-2 us, so it goes first where it supports the op.
 //  - Regular, dense-row graphs (average degree >= 64, degree CV < 0.5, e.g. Reddit-shaped):
 //    a warp per row streams long rows with no atomics and wins SpMM at F >= 128 (1.12-1.16x over
-//    gnnone); for SDDMM at F <= 32 cuSPARSE's CSR kernel wins (1.3x), gnnone at wider F.
+//    gnnone); for SDDMM at F <= 32 cuSPARSE's CSR kernel wins (1.3x), gnnone at wider F (up to
+//    F = 128 cuSPARSE on cards with at least 4 TB/s of DRAM bandwidth: gpu_sddmm_choice).
 // Every proposal still passes through the strategy's supports(); pick() falls back otherwise.
 constexpr int64_t kTinyNnz = 20000;
 constexpr double kDenseRowDegree = 64;
@@ -379,14 +380,31 @@ Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F, DType dtype) {
 // do at F <= 32: on the Reddit shape at F = 64 its float16 SDDMM took 2.24 ms against shuffle's
 // 3.46 on the H100 and 1.89 against 3.32 on the H200 (docs/BENCHMARKS.md, "Half SDDMM"), while
 // shuffle stays 3-4x ahead on the R-MAT graphs. At F = 128 the GPUs disagree (H100: shuffle
-// 6.32 against 6.74; H200: cuSPARSE 4.77 against 5.85), so shuffle keeps it. bfloat16 has no
+// 6.32 against 6.74; H200: cuSPARSE 4.77 against 5.85): see the DRAM rule below. bfloat16 has no
 // cuSPARSE SDDMM in CUDA 13. Only 16-byte rows (F % 8 == 0): the widths measured, and the
 // alignment cuSPARSE's half kernels are known to run with.
-bool cusparse_half_sddmm_pays(const DegreeStats& st, const SddmmProblem& p) {
+//
+// On cards with faster DRAM cuSPARSE's CSR SDDMM gains more than spgnn's kernels, and on
+// regular dense rows it wins up to F = 128, float32 and float16 alike. H200 (4.8 TB/s peak),
+// the Reddit shape, F = 64 / 128 / 256, float32: cuSPARSE 4.59 / 9.99 / 22.74 ms against
+// gnnone's 5.52 / 10.99 / 22.04; float16: 1.89 / 4.73 / 15.45 against shuffle's - / 5.88 / 12.34
+// (docs/BENCHMARKS.md, "`auto`'s SDDMM on the H200"). On the H100 (3.4 TB/s) gnnone won float32
+// at F = 64 and 128 (5.97 against 6.24, 11.94 against 13.65) and shuffle float16 at F = 128.
+// So the wider range holds from 4 TB/s; cards that report no memory clock keep the H100 rule.
+// F = 256 stays with spgnn on both cards (H200: gnnone 22.04 / 22.34 ms on the directed /
+// symmetric Reddit shapes against cuSPARSE's 22.74 / 24.17).
+constexpr double kFastDramGbps = 4000;
+
+bool uv_dot(const SddmmProblem& p) {
   const bool uv = (p.lhs_target == Target::u && p.rhs_target == Target::v) ||
                   (p.lhs_target == Target::v && p.rhs_target == Target::u);
-  return p.dtype == DType::f16 && p.op == SddmmOp::dot && uv && st.nnz >= kTinyNnz &&
-         regular_dense_rows(st) && p.F <= 64 && p.F % 8 == 0;
+  return p.op == SddmmOp::dot && uv;
+}
+
+bool cusparse_half_sddmm_pays(const DegreeStats& st, const SddmmProblem& p) {
+  const int64_t max_f = fast_dram(p.g->device()) ? 128 : 64;
+  return p.dtype == DType::f16 && uv_dot(p) && st.nnz >= kTinyNnz && regular_dense_rows(st) &&
+         p.F <= max_f && p.F % 8 == 0;
 }
 
 Schedule gpu_sddmm_choice(const DegreeStats& st, const SddmmProblem& p) {
@@ -401,6 +419,8 @@ Schedule gpu_sddmm_choice(const DegreeStats& st, const SddmmProblem& p) {
   }
   if (st.nnz < kTinyNnz) return Schedule{"cusparse", {}};
   if (regular_dense_rows(st) && p.F <= 32) return Schedule{"cusparse", {}};
+  if (regular_dense_rows(st) && p.F <= 128 && uv_dot(p) && fast_dram(p.g->device()))
+    return Schedule{"cusparse", {}};
   return Schedule{"gnnone", {}};
 }
 
@@ -459,6 +479,10 @@ int64_t smallest_legal_at_least(const StrategyInfo& info, const char* name, int6
 }
 
 }  // namespace
+
+bool fast_dram(Device d) {
+  return d.is_cuda() && tune::gpu_props(d.index).dram_gbps >= kFastDramGbps;
+}
 
 std::shared_ptr<const DegreeStats> degree_stats(const Graph& g) {
   // Keyed by the arrays' identity too: copies of a Graph share the cache even after their index

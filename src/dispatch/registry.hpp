@@ -81,6 +81,10 @@ std::shared_ptr<const DegreeStats> degree_stats(const Graph& g);
 // for 16-byte half loads to pay. Callers that may choose (nn::aggregate under --dtype bf16|f16)
 // keep float32 elsewhere. False for graphs on the host (the CPU converts and computes in float32).
 bool half_spmm_pays(const Graph& g, int64_t F);
+// True for a GPU whose peak DRAM bandwidth is at least 4 TB/s (H200 4.8, H100 SXM 3.35): there
+// `auto` gives regular dense rows' u.v dot SDDMM to cuSPARSE up to F = 128, float32 and float16
+// (registry.cpp, gpu_sddmm_choice, with the measurements).
+bool fast_dram(Device d);
 // Its width threshold: the narrowest F at which the half SpMM won (0.66x at F = 16, 0.83x at 32,
 // 1.41x at 64 on the Reddit shape). Python's autocast, which cannot read the graph while
 // torch.compile traces, applies this part of the rule alone.

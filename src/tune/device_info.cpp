@@ -59,6 +59,13 @@ GpuProps gpu_props(int device) {
   p.max_smem_per_block_optin =
       static_cast<int64_t>(std::max(prop.sharedMemPerBlockOptin, prop.sharedMemPerBlock));
   p.sm_count = prop.multiProcessorCount;
+  int mem_khz = 0;  // cudaDeviceProp lost memoryClockRate in CUDA 13; the attribute remains
+  if (cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    mem_khz = 0;
+  }
+  // double data rate: two transfers a clock over memoryBusWidth bits
+  p.dram_gbps = 2.0 * mem_khz * 1e3 * (prop.memoryBusWidth / 8.0) / 1e9;
   known[device] = p;
   return p;
 #else

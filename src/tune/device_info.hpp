@@ -15,6 +15,10 @@ struct GpuProps {
   int64_t max_threads_per_block = 1024;
   int64_t max_smem_per_block_optin = 48 * 1024;
   int64_t sm_count = 0;
+  // Peak DRAM bandwidth from the memory clock and bus width (GB/s; 0 if the driver reports no
+  // memory clock): 4,814 on the lent H200 (test_strategies_gpu prints it); the H100 SXM's data
+  // sheet gives 3,350. `auto` keys one rule on it (registry.cpp).
+  double dram_gbps = 0;
 };
 // Cached per device. Throws Unsupported in a build without CUDA, DeviceError on a CUDA failure.
 GpuProps gpu_props(int device);

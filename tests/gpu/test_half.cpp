@@ -321,8 +321,9 @@ TEST(HalfGpu, TunerSearchesHalfKernelsAndAutoRunsTheEntry) {
 }
 
 // `auto`'s float16 rule for SDDMM: dot products of <= 64 features on regular long rows go to
-// cuSPARSE (faster there on the H100 and H200), everything else half to shuffle; both answers
-// are checked against the oracle.
+// cuSPARSE (faster there on the H100 and H200), and of <= 128 on cards with at least 4 TB/s of
+// DRAM bandwidth (the H200), everything else half to shuffle; both answers are checked against
+// the oracle.
 TEST(HalfGpu, AutoSddmmTakesCusparseForNarrowFloat16DotsOnRegularLongRows) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
@@ -341,7 +342,9 @@ TEST(HalfGpu, AutoSddmmTakesCusparseForNarrowFloat16DotsOnRegularLongRows) {
   const std::vector<Case> cases = {
       {&dense, "dense regular", DType::f16, SddmmOp::dot, 64, "cusparse"},
       {&dense, "dense regular", DType::f16, SddmmOp::dot, 16, "cusparse"},
-      {&dense, "dense regular", DType::f16, SddmmOp::dot, 128, "shuffle"},
+      {&dense, "dense regular", DType::f16, SddmmOp::dot, 128,
+       detail::fast_dram(dense.dev.device()) ? "cusparse" : "shuffle"},
+      {&dense, "dense regular", DType::f16, SddmmOp::dot, 256, "shuffle"},
       {&dense, "dense regular", DType::f16, SddmmOp::dot, 36, "shuffle"},  // rows not 16 bytes
       {&dense, "dense regular", DType::bf16, SddmmOp::dot, 64, "shuffle"},  // no cuSPARSE bf16
       {&dense, "dense regular", DType::f16, SddmmOp::mul, 64, "shuffle"},   // cuSPARSE: dot only

@@ -5,7 +5,12 @@
 // parameters, not their full cross product). Outputs are poisoned with NaN before each GPU run,
 // so an unwritten element fails. SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and
 // sweeps.
+#include <cstdio>
+
+#include "dispatch/registry.hpp"
 #include "gpu/gpu_check.hpp"
+#include "spgnn/tune.hpp"
+#include "tune/device_info.hpp"
 
 namespace spgnn::test {
 namespace {
@@ -356,6 +361,57 @@ TEST(AutoGpu, ResolvesToASupportedStrategyAndIsCorrect) {
   const Graphs& G = graphs(GraphKind::rmat, DType::i32);
   EXPECT_EQ(resolve_spmm_schedule(G.dev, SpmmOp::copy_u, Reduce::max, 8, Schedule{}).strategy,
             "warp_vertex");
+#endif
+}
+
+// `auto`'s float32 SDDMM on regular long rows: cuSPARSE's CSR kernel up to F = 32, and up to
+// F = 128 for u.v dot products on cards with at least 4 TB/s of DRAM bandwidth (the H200),
+// gnnone otherwise; R-MAT rows stay with gnnone. Each resolved schedule runs against cpu_ref.
+TEST(AutoGpu, SddmmOnRegularLongRowsFollowsTheCardsDram) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
+  const Graphs dense =  // avg 96, CV ~0.1, 288K edges
+      with_device_copy(generate_erdos_renyi(3000, 96, seed_for(79)));
+  const bool fast = detail::fast_dram(dense.dev.device());
+  const tune::GpuProps props = tune::gpu_props(dense.dev.device().index);
+  std::printf("[ info     ] %s: peak DRAM %.0f GB/s (fast: %d)\n", props.name.c_str(),
+              props.dram_gbps, fast);
+  RmatParams rp;
+  rp.scale = 12;  // 4096 vertices, ~60K edges: above the tiny-graph rule, average degree < 64
+  rp.seed = seed_for(78);
+  const Graphs rmat = with_device_copy(generate_rmat(rp));
+  struct Case {
+    const Graphs* g;
+    SddmmOp op;
+    int64_t F;
+    const char* want;
+  };
+  const std::vector<Case> cases = {
+      {&dense, SddmmOp::dot, 32, "cusparse"},
+      {&dense, SddmmOp::dot, 64, fast ? "cusparse" : "gnnone"},
+      {&dense, SddmmOp::dot, 128, fast ? "cusparse" : "gnnone"},
+      {&dense, SddmmOp::dot, 256, "gnnone"},
+      {&dense, SddmmOp::mul, 64, "gnnone"},
+      {&rmat, SddmmOp::dot, 64, "gnnone"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.g == &dense ? "dense regular" : "rmat") + " " + name(c.op) +
+                 " F=" + std::to_string(c.F) + (fast ? " (fast DRAM)" : ""));
+    const Schedule s = resolve_sddmm_schedule(c.g->dev, c.op, c.F, Schedule{});
+    EXPECT_EQ(s.strategy, c.want);
+    const Tensor l = random_tensor({c.g->host.n_cols, c.F}, seed_for(80 + c.F));
+    const Tensor r = random_tensor({c.g->host.n_rows, c.F}, seed_for(81 + c.F));
+    Tensor ref;
+    gsddmm(c.g->host, c.op, l, r, ref, Target::u, Target::v, cpu_ref());
+    Tensor out = Tensor::empty(ref.shape(), DType::f32, Device::cuda());
+    out.fill_(NAN);
+    gsddmm(c.g->dev, c.op, l.to(Device::cuda()), r.to(Device::cuda()), out, Target::u,
+           Target::v);
+    Tensor ref_abs;  // a dot's error scales with the dot of the absolute values
+    gsddmm(c.g->host, c.op, abs_of(l), abs_of(r), ref_abs, Target::u, Target::v, cpu_ref());
+    EXPECT_LT(rel_error(out, ref) * norm_of(ref) / std::max(norm_of(ref_abs), 1e-30), kTol);
+  }
 #endif
 }
 
