@@ -364,6 +364,28 @@ TEST(AutoGpu, ResolvesToASupportedStrategyAndIsCorrect) {
 #endif
 }
 
+// `auto` on tiny graphs (< 20K edges): cuSPARSE below F = 32, gnnone from there (faster on Cora
+// and CiteSeer on the H100 and the H200); each pick checked against cpu_ref.
+TEST(AutoGpu, TinyGraphsTakeCusparseOnlyBelowF32) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
+  const Graphs& G = graphs(GraphKind::uniform, DType::i32);
+  ASSERT_GT(G.host.nnz(), 0);
+  ASSERT_LT(G.host.nnz(), 20000);
+  for (int64_t F : {1, 16, 31, 32, 64, 256}) {
+    SCOPED_TRACE("F=" + std::to_string(F));
+    const char* want = F < 32 ? "cusparse" : "gnnone";
+    EXPECT_EQ(resolve_spmm_schedule(G.dev, SpmmOp::u_mul_e, Reduce::sum, F, Schedule{}).strategy,
+              want);
+    EXPECT_EQ(resolve_sddmm_schedule(G.dev, SddmmOp::dot, F, Schedule{}).strategy, want);
+    check_spmm(GraphKind::uniform, DType::i32, SpmmOp::u_mul_e, Reduce::sum, F, 1, Schedule{});
+    check_sddmm(GraphKind::uniform, DType::i32, SddmmOp::dot, Target::u, Target::v, F,
+                Schedule{});
+  }
+#endif
+}
+
 // `auto`'s float32 SDDMM on regular long rows: cuSPARSE's CSR kernel up to F = 32, and up to
 // F = 128 for u.v dot products on cards with at least 4 TB/s of DRAM bandwidth (the H200),
 // gnnone otherwise; R-MAT rows stay with gnnone. Each resolved schedule runs against cpu_ref.
