@@ -409,9 +409,9 @@ bool uv_dot(const SddmmProblem& p) {
 }
 
 bool cusparse_half_sddmm_pays(const DegreeStats& st, const SddmmProblem& p) {
-  const int64_t max_f = fast_dram(p.g->device()) ? 128 : 64;
+  // fast_dram last: it reads the device's properties, which only these few problems need
   return p.dtype == DType::f16 && uv_dot(p) && st.nnz >= kTinyNnz && regular_dense_rows(st) &&
-         p.F <= max_f && p.F % 8 == 0;
+         p.F % 8 == 0 && (p.F <= 64 || (p.F <= 128 && fast_dram(p.g->device())));
 }
 
 Schedule gpu_sddmm_choice(const DegreeStats& st, const SddmmProblem& p) {
