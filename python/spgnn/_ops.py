@@ -44,11 +44,13 @@ _UNSAFE_TAGS = tuple(t for t in (getattr(torch.Tag, "cudagraph_unsafe", None),) 
 
 
 def custom_op(name, fn, *, mutates_args):
+    # custom_op's tags= and the cudagraph_unsafe tag both came in 2025 releases; a torch with the
+    # tag but not the argument registers the op untagged rather than failing at import
     if _UNSAFE_TAGS:
         try:
             return torch.library.custom_op(name, fn, mutates_args=mutates_args,
                                            tags=_UNSAFE_TAGS)
-        except TypeError:  # a custom_op without tags=
+        except TypeError:
             pass
     return torch.library.custom_op(name, fn, mutates_args=mutates_args)
 
