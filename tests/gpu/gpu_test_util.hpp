@@ -45,6 +45,19 @@ struct Graphs {
   g.dev = g.host.to(Device::cuda());
   return g;
 }
+
+// The two shapes `auto`'s rules are tested on: regular long rows (Erdős–Rényi, 3000 vertices of
+// average degree 96, CV ~0.1, ~288K edges: the Reddit rules) and R-MAT scale 12 (4096 vertices,
+// ~60K edges: above the tiny-graph rule, average degree < 64).
+[[maybe_unused]] Graphs regular_long_rows(uint64_t seed) {
+  return with_device_copy(generate_erdos_renyi(3000, 96, seed));
+}
+[[maybe_unused]] Graphs rmat_past_tiny(uint64_t seed) {
+  RmatParams rp;
+  rp.scale = 12;
+  rp.seed = seed;
+  return with_device_copy(generate_rmat(rp));
+}
 // One random graph of `kind` (n vertices, seeded by seed_base + kind) with `idx` indices and its
 // device copy, built on first use and kept for the process.
 [[maybe_unused]] const Graphs& cached_graphs(GraphKind kind, DType idx, int64_t n,

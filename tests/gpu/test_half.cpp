@@ -328,8 +328,7 @@ TEST(HalfGpu, AutoSddmmTakesCusparseForNarrowFloat16DotsOnRegularLongRows) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
-  const Graphs dense =  // avg 96, CV ~0.1, 288K edges
-      with_device_copy(generate_erdos_renyi(3000, 96, seed_for(76)));
+  const Graphs dense = regular_long_rows(seed_for(76));
   const Graphs& rmat = graphs(GraphKind::rmat, DType::i32);
   struct Case {
     const Graphs* g;
@@ -377,11 +376,8 @@ TEST(HalfGpu, AutoSpmmTakesWarpVertexOnRegularLongRows) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
-  const Graphs dense = with_device_copy(generate_erdos_renyi(3000, 96, seed_for(77)));
-  RmatParams rp;
-  rp.scale = 12;  // 4096 vertices, ~60K edges: above the tiny-graph rule, average degree < 64
-  rp.seed = seed_for(78);
-  const Graphs rmat = with_device_copy(generate_rmat(rp));
+  const Graphs dense = regular_long_rows(seed_for(77));
+  const Graphs rmat = rmat_past_tiny(seed_for(78));
   struct Case {
     const Graphs* g;
     const char* gname;

@@ -393,16 +393,12 @@ TEST(AutoGpu, SddmmOnRegularLongRowsFollowsTheCardsDram) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
-  const Graphs dense =  // avg 96, CV ~0.1, 288K edges
-      with_device_copy(generate_erdos_renyi(3000, 96, seed_for(79)));
+  const Graphs dense = regular_long_rows(seed_for(79));
   const bool fast = detail::fast_dram(dense.dev.device());
   const tune::GpuProps props = tune::gpu_props(dense.dev.device().index);
   std::printf("[ info     ] %s: peak DRAM %.0f GB/s (fast: %d)\n", props.name.c_str(),
               props.dram_gbps, fast);
-  RmatParams rp;
-  rp.scale = 12;  // 4096 vertices, ~60K edges: above the tiny-graph rule, average degree < 64
-  rp.seed = seed_for(78);
-  const Graphs rmat = with_device_copy(generate_rmat(rp));
+  const Graphs rmat = rmat_past_tiny(seed_for(78));
   struct Case {
     const Graphs* g;
     SddmmOp op;
