@@ -322,21 +322,20 @@ Schedule normalized(OpKind op, Schedule s) {
 // (6 graphs x 5 widths x SpMM/SDDMM, every strategy timed in one process):
 //  - gnnone is the default: its fixed non-zeros per warp make it immune to hub rows, which cost
 //    the row-parallel kernels (warp_vertex, rowtile) 5-10x on R-MAT graphs.
-//  - Tiny graphs (< 20K edges) are launch-bound (~10 us): cuSPARSE's single launch beats
-//    gnnone's zero-fill + main kernel pair by 1-2 us, so it goes first where it supports the op,
-//    below F = 32. From F = 32 gnnone was faster on Cora and CiteSeer on both cards: at F = 32 /
-//    128 / 256 it beat cuSPARSE's best of four algorithms in 11 of 12 SpMM and SDDMM cells on
-//    each (the twelfth 2.5% slower on the H200, 8% on the H100), and on the H200 `auto`'s
-//    cuSPARSE (default algorithm) by up to 1.75x (SpMM 0.0095-0.0112 ms against 0.0164-0.0176;
-//    docs/BENCHMARKS.md, "`auto` against cuSPARSE on the real graphs" and "`auto`'s SDDMM on
-//    the H200"). Below F = 32 not measured.
+//  - Tiny graphs (< 20K edges) are launch-bound (~10 us) and stay with gnnone at every width.
+//    On the H100 cuSPARSE's single launch beat gnnone's zero-fill + main kernel pair by 1-2 us
+//    below F = 32, but on the H200, the card spgnn is measured on now, gnnone wins at every
+//    width: Cora and CiteSeer, F = 1-64, median of 50 runs, SpMM gnnone 0.0106-0.0113 ms against
+//    cuSPARSE's default algorithm at 0.0153-0.0167 (1.4-1.5x) and within noise of its best of
+//    four (0.0106-0.0123, one cell 0.0085); SDDMM gnnone 0.0064-0.0081 against 0.0070-0.0086.
+//    From F = 32 gnnone beat cuSPARSE's best in 11 of 12 cells on both cards (docs/BENCHMARKS.md,
+//    "`auto` on the tiny graphs" and "`auto` against cuSPARSE on the real graphs").
 //  - Regular, dense-row graphs (average degree >= 64, degree CV < 0.5, e.g. Reddit-shaped):
 //    a warp per row streams long rows with no atomics and wins SpMM at F >= 128 (1.12-1.16x over
 //    gnnone); for SDDMM at F <= 32 cuSPARSE's CSR kernel wins (1.3x), gnnone at wider F (up to
 //    F = 128 cuSPARSE on cards with at least 4 TB/s of DRAM bandwidth: gpu_sddmm_choice).
 // Every proposal still passes through the strategy's supports(); pick() falls back otherwise.
 constexpr int64_t kTinyNnz = 20000;
-constexpr int64_t kTinyMaxF = 32;  // the tiny-graph rule holds below this width
 constexpr double kDenseRowDegree = 64;
 constexpr double kRegularCv = 0.5;
 
@@ -366,7 +365,6 @@ Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F, DType dtype) {
                     {}};
   }
   if (st.nnz == 0) return Schedule{"warp_vertex", {}};  // one kernel, nothing to balance
-  if (st.nnz < kTinyNnz && F < kTinyMaxF) return Schedule{"cusparse", {}};
   if (regular_dense_rows(st) && F >= 128) return Schedule{"warp_vertex", {}};
   return Schedule{"gnnone", {}};
 }
@@ -424,7 +422,6 @@ Schedule gpu_sddmm_choice(const DegreeStats& st, const SddmmProblem& p) {
     }
     return s;
   }
-  if (st.nnz < kTinyNnz && p.F < kTinyMaxF) return Schedule{"cusparse", {}};
   if (regular_dense_rows(st) && p.F <= 32) return Schedule{"cusparse", {}};
   if (regular_dense_rows(st) && p.F <= 128 && uv_dot(p) && fast_dram(p.g->device()))
     return Schedule{"cusparse", {}};
