@@ -20,17 +20,8 @@
 namespace spgnn {
 namespace {
 
-std::vector<int64_t> as_i64(const Tensor& t) {
-  if (!t.defined()) return {};
-  if (t.dtype() == DType::i32) {
-    auto v = t.to_vector<int32_t>();
-    return std::vector<int64_t>(v.begin(), v.end());
-  }
-  return t.to_vector<int64_t>();
-}
-std::vector<float> as_f32(const Tensor& t) {
-  return t.defined() ? t.to_vector<float>() : std::vector<float>{};
-}
+using test::as_f32;
+using test::as_i64;
 
 // Expects `fn` to throw `Err` whose message contains every string in `parts`.
 template <class Err, class Fn>

@@ -394,6 +394,29 @@ TEST(NnFunctional, DotAndAddScaledUseTheScalarWhereItLives) {
   EXPECT_THROW(nn::add_scaled_(a, a, random_tensor({2}, 3), 1.0), InvalidArgument);
 }
 
+// The mean's backward scales by GraphContext::inv_degree: the diagonal 1 / deg(v) of the forward
+// rows, 0 where a row has no edges (that row's gradient is 0: its mean is the constant 0).
+TEST(GraphContext, InvDegreeIsTheDiagonalOfOneOverTheRowDegree) {
+  for (GraphKind kind : {GraphKind::rmat, GraphKind::empty_rows}) {
+    const Graph g = random_graph(kind, 30, seed_for(330 + int(kind)), false);
+    nn::GraphContext ctx(g, Device::cpu());
+    const Graph& d = ctx.inv_degree();
+    ASSERT_EQ(d.n_rows, g.n_rows);
+    ASSERT_EQ(d.nnz(), g.n_rows);
+    const std::vector<int64_t> rp = as_i64(g.rowptr), row = as_i64(d.row), col = as_i64(d.col);
+    const std::vector<float> val = as_f32(d.val);
+    int empty = 0;
+    for (int64_t i = 0; i < g.n_rows; ++i) {
+      EXPECT_EQ(row[size_t(i)], i);
+      EXPECT_EQ(col[size_t(i)], i);
+      const int64_t deg = rp[size_t(i) + 1] - rp[size_t(i)];
+      empty += deg == 0;
+      EXPECT_FLOAT_EQ(val[size_t(i)], deg ? float(1.0 / double(deg)) : 0.f) << "row " << i;
+    }
+    if (kind == GraphKind::empty_rows) EXPECT_GT(empty, 0);
+  }
+}
+
 // ---- model plumbing: buffers, profile --------------------------------------------------------
 
 // Hidden activations live in reused buffers; the logits handed out must not change afterwards.

@@ -114,6 +114,19 @@ inline Graph random_graph(GraphKind kind, int64_t n, uint64_t seed, bool with_va
 
 // The same graph with its index arrays converted to `idx`. The copy gets a fresh GraphCache:
 // derived data cached for the original index type must not be read back at another width.
+// A graph array as int64 (either index dtype; empty when undefined), values as float.
+inline std::vector<int64_t> as_i64(const Tensor& t) {
+  if (!t.defined()) return {};
+  if (t.dtype() == DType::i32) {
+    auto v = t.to_vector<int32_t>();
+    return std::vector<int64_t>(v.begin(), v.end());
+  }
+  return t.to_vector<int64_t>();
+}
+inline std::vector<float> as_f32(const Tensor& t) {
+  return t.defined() ? t.to_vector<float>() : std::vector<float>{};
+}
+
 inline Graph with_index(const Graph& g, DType idx) {
   if (g.index_dtype() == idx) return g;
   Graph h = g;

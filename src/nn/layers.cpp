@@ -44,7 +44,9 @@ Cbsr& keep_cbsr(Cbsr& c, const Tensor& x, int64_t k) {
 // ---- GraphContext --------------------------------------------------------------------------------
 
 namespace {
-enum GraphKindId { kPlain = 0, kGcn = 1, kMean = 2, kGin = 3, kLoops = 4, kIdentity = 5 };
+enum GraphKindId {
+  kPlain = 0, kGcn = 1, kMean = 2, kGin = 3, kLoops = 4, kIdentity = 5, kInvDegree = 6
+};
 
 template <class I>
 void edges_of(const Graph& g, std::vector<int64_t>& r, std::vector<int64_t>& c) {
@@ -74,6 +76,20 @@ Graph identity_graph(int64_t n) {
   std::vector<int64_t> r(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) r[size_t(i)] = i;
   return graph_from_edges(n, n, r, r, {}, BuildOptions{});
+}
+
+// The diagonal of 1 / deg(v) over g's rows (0 where a row has no edges).
+template <class I>
+Graph inv_degree_graph(const Graph& g) {
+  const I* rp = g.rowptr.data<I>();
+  std::vector<int64_t> r(static_cast<size_t>(g.n_rows));
+  std::vector<float> v(r.size());
+  for (int64_t i = 0; i < g.n_rows; ++i) {
+    const int64_t deg = int64_t(rp[i + 1]) - int64_t(rp[i]);
+    r[size_t(i)] = i;
+    v[size_t(i)] = deg > 0 ? float(1.0 / double(deg)) : 0.f;
+  }
+  return graph_from_edges(g.n_rows, g.n_rows, r, r, v, BuildOptions{});
 }
 }  // namespace
 
@@ -106,6 +122,10 @@ const Graph& GraphContext::get(Pair& p, bool transposed, int kind) {
         break;
       }
       case kIdentity: h = identity_graph(n_); break;
+      case kInvDegree:
+        h = host_.index_dtype() == DType::i64 ? inv_degree_graph<int64_t>(host_)
+                                              : inv_degree_graph<int32_t>(host_);
+        break;
       default: {
         BuildOptions b;
         b.self_loops = SelfLoopPolicy::add;
@@ -127,6 +147,7 @@ const Graph& GraphContext::gcn(bool t) { return get(gcn_, t, kGcn); }
 const Graph& GraphContext::mean(bool t) { return get(mean_, t, kMean); }
 const Graph& GraphContext::loops(bool t) { return get(loops_, t, kLoops); }
 const Graph& GraphContext::identity() { return get(identity_, false, kIdentity); }
+const Graph& GraphContext::inv_degree() { return get(inv_degree_, false, kInvDegree); }
 const Graph& GraphContext::gin(double eps, bool t) {
   if ((gin_.fwd || gin_.bwd) && eps != gin_eps_) gin_ = Pair{};
   gin_eps_ = eps;
@@ -377,6 +398,16 @@ class AggregatedLinear {
     aggregate(g, g.val, Reduce::sum, x, out, ctx.options());
   }
   void aggregate_backward(GraphContext& ctx, const Tensor& dy, Tensor& out) {
+    if (graphs_ == Graphs::mean) {
+      // A^T D^-1 dy: dy's rows scaled by 1 / deg (a diagonal SpMM), then summed over the plain
+      // transpose. The transposed 1/deg weights cost the SpMM a weight per edge: 14.7 against
+      // 12.8 ms at F = 256 on the Reddit shape (H200), the gap between SAGE's backward and
+      // forward aggregations.
+      const Graph& d = ctx.inv_degree();
+      Tensor& scaled = keep(dy_scaled_, {dy.dim(0), dy.dim(1)}, dy.dtype(), dy.device());
+      aggregate(d, d.val, Reduce::sum, dy, scaled, ctx.options());
+      return aggregate(ctx.plain(true), Tensor(), Reduce::sum, scaled, out, ctx.options());
+    }
     const Graph& gt = graph(ctx, true);
     aggregate(gt, gt.val, Reduce::sum, dy, out, ctx.options());
   }
@@ -408,6 +439,7 @@ class AggregatedLinear {
   Tensor w_pad_, agg_, dy_pad_, gw_pad_;  // the padded transform-first path
   Tensor out_buf_, dx_buf_;           // results (reused when the owner allows)
   Tensor dh_, dz_, d_data_, g_self_;  // backward workspaces
+  Tensor dy_scaled_;                  // the mean's backward: d out / deg
   Cbsr kept_;
 };
 

@@ -35,8 +35,11 @@ class GraphContext {
   const Graph& plain(bool transposed);
   // D^-1/2 (A + I) D^-1/2 (GCN).
   const Graph& gcn(bool transposed);
-  // 1 / deg(v) as edge values: the transposed form carries the mean's backward.
+  // 1 / deg(v) as edge values (the mean as a weighted sum: MaxK's CBSR products).
   const Graph& mean(bool transposed);
+  // The n x n diagonal of 1 / deg(v) (0 for rows without edges), deg over the forward rows: the
+  // mean's backward scales d out by it and sums over plain(true), which reads no weight array.
+  const Graph& inv_degree();
   // A + (1 + eps) I as edge values (GIN: the self term rides along with the neighbour sum, so a
   // MaxK layer aggregates both with one CBSR SpGEMM). One eps per context.
   const Graph& gin(double eps, bool transposed);
@@ -55,7 +58,7 @@ class GraphContext {
   Device device_;
   OpOptions options_;
   int64_t n_ = 0;
-  Pair plain_, gcn_, mean_, gin_, loops_, identity_;
+  Pair plain_, gcn_, mean_, gin_, loops_, identity_, inv_degree_;
   double gin_eps_ = 0;
 };
 
