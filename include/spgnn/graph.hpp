@@ -84,6 +84,9 @@ DType pick_index_dtype(int64_t n, int64_t nnz, IndexWidth width = IndexWidth::au
 Graph gcn_normalize(const Graph& g);
 // 1 / deg(row) as edge values (rows with no edges stay empty).
 Graph mean_normalize(const Graph& g);
+// 1 / deg(row) per row, float32 [n_rows] (0 for rows with no edges), of a host graph: the
+// mean's scale as a vector (its backward scales d out by it).
+Tensor inverse_degree(const Graph& g);
 
 // Transposed graph plus `perm`: edge e of the transpose is edge perm[e] of the input (int64
 // [nnz]). Values, when present, are carried in the transposed order.

@@ -188,15 +188,7 @@ Tensor host_tensor(const GraphEntry& e, const std::string& name) {
   if (name == "col") return h.nnz() ? as_i64(h.col) : Tensor::empty({0}, DType::i64);
   if (name == "edge_source") return e.edge_source.defined() ? e.edge_source : iota(h.nnz());
   if (name == "values") return h.has_values() ? h.val : Tensor::full({h.nnz()}, DType::f32, 1.0);
-  if (name == "inv_degree") {
-    Tensor t = Tensor::zeros({h.n_rows}, DType::f32);
-    float* p = t.data<float>();
-    Tensor rp = as_i64(h.rowptr);
-    const int64_t* r = rp.data<int64_t>();
-    for (int64_t v = 0; v < h.n_rows; ++v)
-      p[v] = r[v + 1] > r[v] ? 1.f / static_cast<float>(r[v + 1] - r[v]) : 0.f;
-    return t;
-  }
+  if (name == "inv_degree") return inverse_degree(h);
   throw InvalidArgument("graph_tensor: unknown name '" + name +
                         "' (row, col, edge_source, values, inv_degree)");
 }

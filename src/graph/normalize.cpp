@@ -288,6 +288,19 @@ Graph mean_normalize(const Graph& g) {
   return out;
 }
 
+Tensor inverse_degree(const Graph& g) {
+  check_shapes(g, "inverse_degree");
+  Tensor t = Tensor::zeros({g.n_rows}, DType::f32);
+  float* p = t.data<float>();
+  dispatch_index(g.index_dtype(), [&](auto tag) {
+    using I = decltype(tag);
+    const I* rp = g.rowptr.data<I>();
+    for (int64_t r = 0; r < g.n_rows; ++r)
+      if (rp[r + 1] > rp[r]) p[r] = 1.0f / static_cast<float>(rp[r + 1] - rp[r]);
+  });
+  return t;
+}
+
 Transposed transpose(const Graph& g) {
   check_shapes(g, "transpose");
   SPGNN_CHECK(g.nnz() == 0 || (g.row.defined() && g.row.numel() == g.col.numel()),

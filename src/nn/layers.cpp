@@ -72,24 +72,11 @@ Graph with_diagonal(const Graph& g, double diag) {
   return graph_from_edges(g.n_rows, g.n_cols, r, c, v, b);
 }
 
-Graph identity_graph(int64_t n) {
+// The n x n diagonal, with `values` on it (none: the identity pattern).
+Graph diagonal_graph(int64_t n, const std::vector<float>& values) {
   std::vector<int64_t> r(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) r[size_t(i)] = i;
-  return graph_from_edges(n, n, r, r, {}, BuildOptions{});
-}
-
-// The diagonal of 1 / deg(v) over g's rows (0 where a row has no edges).
-template <class I>
-Graph inv_degree_graph(const Graph& g) {
-  const I* rp = g.rowptr.data<I>();
-  std::vector<int64_t> r(static_cast<size_t>(g.n_rows));
-  std::vector<float> v(r.size());
-  for (int64_t i = 0; i < g.n_rows; ++i) {
-    const int64_t deg = int64_t(rp[i + 1]) - int64_t(rp[i]);
-    r[size_t(i)] = i;
-    v[size_t(i)] = deg > 0 ? float(1.0 / double(deg)) : 0.f;
-  }
-  return graph_from_edges(g.n_rows, g.n_rows, r, r, v, BuildOptions{});
+  return graph_from_edges(n, n, r, r, values, BuildOptions{});
 }
 }  // namespace
 
@@ -121,11 +108,8 @@ const Graph& GraphContext::get(Pair& p, bool transposed, int kind) {
         if (std::all_of(v, v + h.nnz(), [](float w) { return w == 1.f; })) h.val = Tensor();
         break;
       }
-      case kIdentity: h = identity_graph(n_); break;
-      case kInvDegree:
-        h = host_.index_dtype() == DType::i64 ? inv_degree_graph<int64_t>(host_)
-                                              : inv_degree_graph<int32_t>(host_);
-        break;
+      case kIdentity: h = diagonal_graph(n_, {}); break;
+      case kInvDegree: h = diagonal_graph(n_, inverse_degree(host_).to_vector<float>()); break;
       default: {
         BuildOptions b;
         b.self_loops = SelfLoopPolicy::add;

@@ -375,10 +375,9 @@ TEST(AutoGpu, TinyGraphsTakeGnnoneAtEveryWidth) {
   ASSERT_LT(G.host.nnz(), 20000);
   for (int64_t F : {1, 3, 16, 31, 32, 64, 256}) {
     SCOPED_TRACE("F=" + std::to_string(F));
-    const char* want = "gnnone";
     EXPECT_EQ(resolve_spmm_schedule(G.dev, SpmmOp::u_mul_e, Reduce::sum, F, Schedule{}).strategy,
-              want);
-    EXPECT_EQ(resolve_sddmm_schedule(G.dev, SddmmOp::dot, F, Schedule{}).strategy, want);
+              "gnnone");
+    EXPECT_EQ(resolve_sddmm_schedule(G.dev, SddmmOp::dot, F, Schedule{}).strategy, "gnnone");
     check_spmm(GraphKind::uniform, DType::i32, SpmmOp::u_mul_e, Reduce::sum, F, 1, Schedule{});
     check_sddmm(GraphKind::uniform, DType::i32, SddmmOp::dot, Target::u, Target::v, F,
                 Schedule{});
