@@ -276,11 +276,21 @@ TEST(TrainCli, JsonOutputCheckpointsAndErrors) {
            {"--split time --dataset planted:300", "--split"},
            {"--symmetrize maybe", "--symmetrize"},
            {"--edge-index-rows rows", "--edge-index-rows"},
-           {"--normalize-features yes", "--normalize-features"}}) {
+           {"--normalize-features yes", "--normalize-features"},
+           // synthetic sizes for a dataset with its own data, or impossible ones
+           {"--features 128", "--features"},
+           {"--classes 3 --dataset planted:300", "--classes"},
+           {"--features 0 --dataset rmat:6", "--features"},
+           {"--classes 1 --dataset rmat:6", "--classes"}}) {
     out = run_cli("train --model gcn --epochs 1 --device cpu " + args, &rc);
     EXPECT_NE(rc, 0) << args << "\n" << out;
     EXPECT_NE(out.find(needle), std::string::npos) << args << "\n" << out;
   }
+  // where they apply, they size the model: GCN 7 -> 16 -> 3 has 7*16 + 16 + 16*3 + 3 = 179
+  out = run_cli("train --model gcn --epochs 1 --device cpu --format json --dataset rmat:6 "
+                "--features 7 --classes 3", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"parameters\": 179"), std::string::npos) << out;
   std::remove(ckpt.c_str());
 }
 

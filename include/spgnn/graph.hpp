@@ -131,6 +131,7 @@ struct Dataset {
   Tensor y;           // [n] i64 labels, -1 = unlabelled
   Tensor train_idx, val_idx, test_idx;  // i64 vertex ids
   int64_t num_classes = 0;
+  bool synthetic = false;  // x and y are random draws (nn::synthetic_dataset), not the data's own
 };
 struct PlantedPartitionParams {
   int64_t n = 2000;

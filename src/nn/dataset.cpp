@@ -285,6 +285,7 @@ Dataset synthetic_dataset(Graph g, int64_t features, int64_t classes, uint64_t s
                          std::to_string(features) + " floats (--features)");
   Dataset d;
   d.name = "synthetic";
+  d.synthetic = true;
   const int64_t n = g.n_rows;
   d.graph = std::move(g);
   d.num_classes = classes;

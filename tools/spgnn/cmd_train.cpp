@@ -37,6 +37,7 @@ struct TrainOpts {
   std::string edge_index_rows = "auto";
   std::string symmetrize = "auto";
   int64_t features = 64, classes = 8;
+  bool features_given = false, classes_given = false;
   std::string split;
   int64_t eval_every = 1;
   bool tune = false;
@@ -103,7 +104,20 @@ bool symmetrize_training_graph(const TrainOpts& o) {
   return o.symmetrize == "on" || (o.symmetrize == "auto" && is_ogb_raw_dir(o.dataset));
 }
 
+Dataset load_training_data_as_given(const TrainOpts& o, bool show_progress);
+
+// --features and --classes size the random data of graphs that come without any; a dataset
+// with its own features and labels would otherwise ignore them without a word.
 Dataset load_training_data(const TrainOpts& o, bool show_progress) {
+  Dataset d = load_training_data_as_given(o, show_progress);
+  SPGNN_CHECK(d.synthetic || !(o.features_given || o.classes_given), InvalidArgument,
+              o.features_given ? "--features" : "--classes", ": sizes the random features and "
+              "labels of a graph that has none; dataset '", o.dataset, "' has its own (",
+              d.x.dim(1), " features, ", d.num_classes, " classes): leave the flag out");
+  return d;
+}
+
+Dataset load_training_data_as_given(const TrainOpts& o, bool show_progress) {
   nn::DatasetOptions dopt;
   dopt.symmetrize = symmetrize_training_graph(o);
   dopt.synthetic_features = o.features;
@@ -367,9 +381,12 @@ void register_train(CLI::App& app) {
   cmd->add_option("--symmetrize", o->symmetrize, "add the reverse of every edge: auto (OGB raw "
                   "directories only, as OGB's examples do), on, off (edges as given, as PyG "
                   "takes them)")->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
-  cmd->add_option("--features", o->features, "synthetic feature width (graphs without features)")
-      ->capture_default_str();
-  cmd->add_option("--classes", o->classes, "synthetic classes (graphs without labels)")->capture_default_str();
+  auto* features = cmd->add_option("--features", o->features,
+                                   "synthetic feature width (graphs without features)")
+                       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  auto* classes = cmd->add_option("--classes", o->classes,
+                                  "synthetic classes (graphs without labels)")
+                      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))->capture_default_str();
   cmd->add_option("--split", o->split, "OGB split scheme folder (default: the one present)");
   cmd->add_option("--eval-every", o->eval_every, "evaluate every N epochs (0: only at the end)")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}))->capture_default_str();
@@ -392,7 +409,11 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--tune", o->tune, "auto: tune and cache each sparse op shape the tuning cache "
                                    "does not know yet (first epoch is slower)");
-  cmd->callback([o] { run_train(*o); });
+  cmd->callback([o, features, classes] {
+    o->features_given = features->count() > 0;
+    o->classes_given = classes->count() > 0;
+    run_train(*o);
+  });
 }
 
 }  // namespace spgnn::cli
