@@ -714,6 +714,9 @@ TEST(GraphGenerate, ErdosRenyi) {
   EXPECT_LT(s.deg_max, 40);
   EXPECT_EQ(generate_erdos_renyi(0, 3, 1).nnz(), 0);
   expect_error<InvalidArgument>([&] { generate_erdos_renyi(-1, 3, 1); }, {"negative"});
+  // more edges per row than distinct ones exist
+  expect_error<InvalidArgument>([&] { generate_erdos_renyi(10, 20, 1); }, {"exceeds n = 10"});
+  EXPECT_LE(generate_erdos_renyi(10, 10, 1).nnz(), 100);
 }
 
 TEST(GraphGenerate, PlantedPartition) {

@@ -221,6 +221,11 @@ Graph generate_erdos_renyi(int64_t n, double avg_degree, uint64_t seed,
   SPGNN_CHECK(n >= 0, InvalidArgument, "erdos_renyi: n = ", n, " is negative");
   SPGNN_CHECK(std::isfinite(avg_degree) && avg_degree >= 0, InvalidArgument,
               "erdos_renyi: avg_degree = ", avg_degree, " must be finite and non-negative");
+  // The draws merge into distinct edges, at most n per row: a larger average cannot be built
+  // (er:10:20 gave 86 edges, not 200).
+  SPGNN_CHECK(n == 0 || avg_degree <= static_cast<double>(n), InvalidArgument,
+              "erdos_renyi: avg_degree = ", avg_degree, " exceeds n = ", n,
+              ": a row has at most n distinct edges");
   const double md = std::round(static_cast<double>(n) * avg_degree);
   SPGNN_CHECK(md < 9.0e18, InvalidArgument, "erdos_renyi: ", n, " x ", avg_degree,
               " edges is too many");

@@ -5,6 +5,7 @@
 // time goes, phase by phase.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -44,6 +45,21 @@ struct TrainOpts {
   bool profile = false, train_eps = false, tf32 = false, no_tf32 = false;
   std::string dtype = "f32";
 };
+
+// An integer >= lo, said as such (CLI::Range would print its upper end, INT64_MAX, in full).
+CLI::Validator at_least(int64_t lo) {
+  return CLI::Validator(
+      [lo](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (end == text.c_str() || *end != '\0' || errno == ERANGE)
+          return "expected an integer, got '" + text + "'";
+        if (v >= lo) return "";
+        return "must be >= " + std::to_string(lo) + ", got " + text;
+      },
+      ">= " + std::to_string(lo));
+}
 
 // A number > 0 (strict) or >= 0, with a message saying so (CLI11's PositiveNumber prints its
 // range up to DBL_MAX in full); NaN fails both.
@@ -383,10 +399,10 @@ void register_train(CLI::App& app) {
                   "takes them)")->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   auto* features = cmd->add_option("--features", o->features,
                                    "synthetic feature width (graphs without features)")
-                       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+                       ->check(at_least(1))->capture_default_str();
   auto* classes = cmd->add_option("--classes", o->classes,
                                   "synthetic classes (graphs without labels)")
-                      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))->capture_default_str();
+                      ->check(at_least(2))->capture_default_str();
   cmd->add_option("--split", o->split, "OGB split scheme folder (default: the one present)");
   cmd->add_option("--eval-every", o->eval_every, "evaluate every N epochs (0: only at the end)")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}))->capture_default_str();
