@@ -717,6 +717,9 @@ TEST(GraphGenerate, ErdosRenyi) {
   // more edges per row than distinct ones exist
   expect_error<InvalidArgument>([&] { generate_erdos_renyi(10, 20, 1); }, {"exceeds n = 10"});
   EXPECT_LE(generate_erdos_renyi(10, 10, 1).nnz(), 100);
+  BuildOptions multi;
+  multi.duplicates = DuplicatePolicy::keep;
+  EXPECT_EQ(generate_erdos_renyi(10, 20, 1, multi).nnz(), 200);
 }
 
 TEST(GraphGenerate, PlantedPartition) {
@@ -795,6 +798,11 @@ TEST(GraphGenerate, PlantedPartition) {
 
   p.train_frac = 0.9;
   expect_error<InvalidArgument>([&] { generate_planted_partition(p); }, {"train_frac"});
+  PlantedPartitionParams dense;  // more neighbours than other vertices
+  dense.n = 10;
+  dense.num_classes = 2;
+  dense.avg_degree = 50;
+  expect_error<InvalidArgument>([&] { generate_planted_partition(dense); }, {"exceeds n - 1 = 9"});
 }
 
 // ---- bad input ---------------------------------------------------------------------------------

@@ -221,11 +221,12 @@ Graph generate_erdos_renyi(int64_t n, double avg_degree, uint64_t seed,
   SPGNN_CHECK(n >= 0, InvalidArgument, "erdos_renyi: n = ", n, " is negative");
   SPGNN_CHECK(std::isfinite(avg_degree) && avg_degree >= 0, InvalidArgument,
               "erdos_renyi: avg_degree = ", avg_degree, " must be finite and non-negative");
-  // The draws merge into distinct edges, at most n per row: a larger average cannot be built
-  // (er:10:20 gave 86 edges, not 200).
-  SPGNN_CHECK(n == 0 || avg_degree <= static_cast<double>(n), InvalidArgument,
-              "erdos_renyi: avg_degree = ", avg_degree, " exceeds n = ", n,
-              ": a row has at most n distinct edges");
+  // Unless duplicates are kept, the draws merge into distinct edges, at most n per row: a
+  // larger average cannot be built (er:10:20 gave 86 edges, not 200).
+  SPGNN_CHECK(n == 0 || options.duplicates == DuplicatePolicy::keep ||
+                  avg_degree <= static_cast<double>(n),
+              InvalidArgument, "erdos_renyi: avg_degree = ", avg_degree, " exceeds n = ", n,
+              ": a row has at most n distinct edges (keep duplicates for a multigraph)");
   const double md = std::round(static_cast<double>(n) * avg_degree);
   SPGNN_CHECK(md < 9.0e18, InvalidArgument, "erdos_renyi: ", n, " x ", avg_degree,
               " edges is too many");
@@ -243,6 +244,10 @@ Dataset generate_planted_partition(const PlantedPartitionParams& p) {
               "planted partition: num_classes = ", p.num_classes, " must be in [1, n = ", p.n, "]");
   SPGNN_CHECK(std::isfinite(p.avg_degree) && p.avg_degree >= 0, InvalidArgument,
               "planted partition: avg_degree = ", p.avg_degree, " must be finite and >= 0");
+  // no loops, no duplicates: at most n - 1 neighbours (n = 10 at degree 50 gave 7.6)
+  SPGNN_CHECK(p.avg_degree <= static_cast<double>(p.n - 1), InvalidArgument,
+              "planted partition: avg_degree = ", p.avg_degree, " exceeds n - 1 = ", p.n - 1,
+              ", the most neighbours a vertex can have");
   SPGNN_CHECK(p.p_in_ratio >= 0 && p.p_in_ratio <= 1, InvalidArgument,
               "planted partition: p_in_ratio = ", p.p_in_ratio, " must be in [0, 1]");
   SPGNN_CHECK(p.feature_dim >= 1, InvalidArgument, "planted partition: feature_dim = ",
