@@ -112,8 +112,6 @@ inline Graph random_graph(GraphKind kind, int64_t n, uint64_t seed, bool with_va
   return graph_from_edges(n, n, r, c, v, opt);
 }
 
-// The same graph with its index arrays converted to `idx`. The copy gets a fresh GraphCache:
-// derived data cached for the original index type must not be read back at another width.
 // A graph array as int64 (either index dtype; empty when undefined), values as float.
 inline std::vector<int64_t> as_i64(const Tensor& t) {
   if (!t.defined()) return {};
@@ -127,6 +125,8 @@ inline std::vector<float> as_f32(const Tensor& t) {
   return t.defined() ? t.to_vector<float>() : std::vector<float>{};
 }
 
+// The same graph with its index arrays converted to `idx`. The copy gets a fresh GraphCache:
+// derived data cached for the original index type must not be read back at another width.
 inline Graph with_index(const Graph& g, DType idx) {
   if (g.index_dtype() == idx) return g;
   Graph h = g;

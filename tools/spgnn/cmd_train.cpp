@@ -120,20 +120,7 @@ bool symmetrize_training_graph(const TrainOpts& o) {
   return o.symmetrize == "on" || (o.symmetrize == "auto" && is_ogb_raw_dir(o.dataset));
 }
 
-Dataset load_training_data_as_given(const TrainOpts& o, bool show_progress);
-
-// --features and --classes size the random data of graphs that come without any; a dataset
-// with its own features and labels would otherwise ignore them without a word.
 Dataset load_training_data(const TrainOpts& o, bool show_progress) {
-  Dataset d = load_training_data_as_given(o, show_progress);
-  SPGNN_CHECK(d.synthetic || !(o.features_given || o.classes_given), InvalidArgument,
-              o.features_given ? "--features" : "--classes", ": sizes the random features and "
-              "labels of a graph that has none; dataset '", o.dataset, "' has its own (",
-              d.x.dim(1), " features, ", d.num_classes, " classes): leave the flag out");
-  return d;
-}
-
-Dataset load_training_data_as_given(const TrainOpts& o, bool show_progress) {
   nn::DatasetOptions dopt;
   dopt.symmetrize = symmetrize_training_graph(o);
   dopt.synthetic_features = o.features;
@@ -216,6 +203,12 @@ void run_train(const TrainOpts& o) {
   SPGNN_CHECK(!dev.is_cuda() || cuda_available(), Unsupported, "--device ", o.device,
               ": no CUDA device in this build or machine (use --device cpu)");
   Dataset data = load_training_data(o, tty);
+  // --features and --classes size the random data of graphs that come without any; a dataset
+  // with its own features and labels would otherwise ignore them without a word.
+  SPGNN_CHECK(data.synthetic || !(o.features_given || o.classes_given), InvalidArgument,
+              o.features_given ? "--features" : "--classes", ": sizes the random features and "
+              "labels of a graph that has none; dataset '", o.dataset, "' has its own (",
+              data.x.dim(1), " features, ", data.num_classes, " classes): leave the flag out");
   nn::check_dataset(data);
 
   nn::ModelConfig mc;
