@@ -4,9 +4,10 @@ layers: torch.profiler over a few steps after warm-up, the top CUDA kernels and 
 
 Usage: bench/profile_python.py --graph G.npy [--models gcn,gin,sage] [--steps 3] [--gaps 10]
 
---gaps N also prints how long the GPU sat idle during the profiled steps and the N longest idle
-stretches, each with the host (CPU) ops that were running while the GPU waited: what a step's
-host time costs when it is not hidden behind kernels.
+--gaps N also prints how long the GPU sat idle during the profiled steps, that idle time summed
+by the kernel the GPU then waited for (the N largest), and the N longest idle stretches, each
+with the host (CPU) ops that were running while the GPU waited: what a step's host time costs
+when it is not hidden behind kernels.
 """
 import argparse
 import importlib.util
@@ -32,8 +33,9 @@ def idle_report(prof, top, steps):
         prof.export_chrome_trace(path)
         with open(path) as f:
             events = json.load(f)["traceEvents"]
-    kern = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
-                  if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e)
+    named = sorted((e["ts"], e["ts"] + e["dur"], e.get("name", "?")) for e in events
+                   if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e)
+    kern = [(t0, t1) for t0, t1, _ in named]
     cpu = [e for e in events if e.get("cat") == "cpu_op" and "dur" in e]
     if not kern:
         print("no GPU activity in the trace")
@@ -48,7 +50,24 @@ def idle_report(prof, top, steps):
     idle = sum(g[0] for g in gaps)
     print(f"GPU busy {busy / 1e3:.2f} ms, idle {idle / 1e3:.2f} ms between the first and last "
           f"kernel ({span / 1e3:.2f} ms) over {steps} steps: {idle / 1e3 / steps:.3f} ms idle per "
-          f"step; the {top} longest idle stretches (host ops running in them, outermost first):")
+          "step.")
+    # All the idle time, by the kernel the GPU waited for: short gaps (< 10 us) are kernel
+    # boundaries, longer ones host work the GPU could not hide behind earlier kernels.
+    by_next, short = {}, 0.0
+    for (dur, g0, g1) in gaps:
+        if dur < 10:
+            short += dur
+            continue
+        nxt = next(k[2] for k in named if k[0] >= g1)
+        name = nxt.split("(")[0].replace("void ", "")[-60:]
+        c, t = by_next.get(name, (0, 0.0))
+        by_next[name] = (c + 1, t + dur)
+    print(f"  gaps under 10 us: {short / 1e3 / steps:.3f} ms per step "
+          f"({sum(1 for g in gaps if g[0] < 10) / steps:.0f} a step); longer ones by the kernel "
+          "that followed (count, ms per step):")
+    for name, (c, t) in sorted(by_next.items(), key=lambda kv: -kv[1][1])[:top]:
+        print(f"    {t / 1e3 / steps:7.3f} ms  {c / steps:5.1f}x  {name}")
+    print(f"  the {top} longest idle stretches (host ops running in them, outermost first):")
     for dur, g0, g1 in sorted(gaps, reverse=True)[:top]:
         ops = sorted((e for e in cpu if e["ts"] < g1 and e["ts"] + e["dur"] > g0),
                      key=lambda e: (-e["dur"], e["ts"]))
