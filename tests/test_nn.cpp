@@ -413,7 +413,9 @@ TEST(GraphContext, InvDegreeIsTheDiagonalOfOneOverTheRowDegree) {
       empty += deg == 0;
       EXPECT_FLOAT_EQ(val[size_t(i)], deg ? float(1.0 / double(deg)) : 0.f) << "row " << i;
     }
-    if (kind == GraphKind::empty_rows) EXPECT_GT(empty, 0);
+    if (kind == GraphKind::empty_rows) {
+      EXPECT_GT(empty, 0);
+    }
   }
 }
 
@@ -1093,6 +1095,15 @@ TEST(NnDataset, IndexSplitsMustNotOverlapOrRepeat) {
   Dataset twice = good;
   twice.val_idx = with(good.val_idx, good.val_idx.data<int64_t>()[2]);
   expect_error(twice, "is listed twice in the val split");
+  // Unlabelled vertices (y = -1) are left out of the loss: a train split of only those trains
+  // on nothing, so it is refused; one labelled vertex is enough.
+  Dataset unlabelled = good;
+  unlabelled.y = good.y.clone();
+  const int64_t* tr = good.train_idx.data<int64_t>();
+  for (int64_t i = 0; i < good.train_idx.numel(); ++i) unlabelled.y.data<int64_t>()[tr[i]] = -1;
+  expect_error(unlabelled, "every vertex of the train split is unlabelled");
+  unlabelled.y.data<int64_t>()[tr[0]] = 0;
+  nn::check_dataset(unlabelled);
 }
 
 }  // namespace

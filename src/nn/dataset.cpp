@@ -275,6 +275,13 @@ void check_dataset(const Dataset& d) {
   }
   SPGNN_CHECK(d.train_idx.numel() > 0, InvalidArgument, "dataset '", d.name,
               "': the train split is empty");
+  // The loss leaves unlabelled vertices (y = -1) out; with no labelled one it has no terms.
+  const Tensor train = d.train_idx.to(Device::cpu());
+  const int64_t* t = train.data<int64_t>();
+  bool labelled = false;
+  for (int64_t i = 0; i < train.numel() && !labelled; ++i) labelled = y[t[i]] >= 0;
+  SPGNN_CHECK(labelled, InvalidArgument, "dataset '", d.name,
+              "': every vertex of the train split is unlabelled (y = -1)");
 }
 
 Dataset synthetic_dataset(Graph g, int64_t features, int64_t classes, uint64_t seed) {

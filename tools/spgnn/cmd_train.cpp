@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -61,16 +62,18 @@ CLI::Validator at_least(int64_t lo) {
       ">= " + std::to_string(lo));
 }
 
-// A number > 0 (strict) or >= 0, with a message saying so (CLI11's PositiveNumber prints its
-// range up to DBL_MAX in full); NaN fails both.
+// A finite number > 0 (strict) or >= 0, with a message saying so (CLI11's PositiveNumber prints
+// its range up to DBL_MAX in full); NaN and infinity fail both (an infinite learning rate or
+// weight decay turns every weight into NaN).
 CLI::Validator above_zero(bool strict) {
   return CLI::Validator(
       [strict](std::string& text) -> std::string {
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
         if (end == text.c_str() || *end != '\0') return "expected a number, got '" + text + "'";
-        if (strict ? v > 0 : v >= 0) return "";
-        return std::string("must be ") + (strict ? "> 0" : ">= 0") + ", got " + text;
+        if (std::isfinite(v) && (strict ? v > 0 : v >= 0)) return "";
+        return std::string("must be a finite number ") + (strict ? "> 0" : ">= 0") + ", got " +
+               text;
       },
       strict ? "> 0" : ">= 0");
 }
