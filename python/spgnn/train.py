@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
+import re
 import resource
 import sys
 import time
@@ -131,8 +133,21 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
             ap.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
     if not 0.0 <= args.dropout < 1.0:
         ap.error(f"--dropout must be in [0, 1), got {args.dropout}")
-    if args.lr <= 0 or args.weight_decay < 0:
-        ap.error("--lr must be > 0 and --weight-decay >= 0")
+    # (an infinite rate or decay turns every weight into NaN; NaN fails every comparison)
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        ap.error(f"--lr must be a finite number > 0, got {args.lr}")
+    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
+        ap.error(f"--weight-decay must be a finite number >= 0, got {args.weight_decay}")
+    width = args.hidden * (args.heads if args.model == "gat" else 1)
+    if args.maxk > width:
+        ap.error(f"--maxk {args.maxk} exceeds the hidden width {width}"
+                 + (" (--hidden x --heads)" if args.model == "gat" else " (--hidden)"))
+    if args.device not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", args.device):
+        ap.error(f"--device must be auto, cpu, cuda or cuda:N, got {args.device!r}")
+    if args.json:
+        parent = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(parent):
+            ap.error(f"--json {args.json}: no directory {parent} to write it in")
     if args.stale_halos and args.dist is None:
         ap.error("--stale-halos applies to --dist training")
     if args.dataset is None and args.dist is None:
@@ -168,11 +183,42 @@ class _Data:
     whole training set (equal to its own on one device)."""
 
 
+def _labelled_splits(name: str, y: torch.Tensor, splits) -> list:
+    """The splits checked as `spgnn train` checks them (no vertex twice in a split or in two
+    splits: it would count twice, or be evaluated on what it trained on) and with the
+    unlabelled vertices (y = -1) left out, as `spgnn train`'s loss and accuracy leave them out."""
+    owner = torch.full((y.shape[0],), -1, dtype=torch.int8)
+    out = []
+    for k, (split, idx) in enumerate(zip(("train", "val", "test"), splits)):
+        if idx is None:
+            out.append(None)
+            continue
+        seen = owner[idx]
+        counts = torch.bincount(idx, minlength=y.shape[0])
+        if bool((counts > 1).any()):
+            v = int(torch.nonzero(counts > 1)[0])
+            raise SystemExit(f"dataset {name!r}: vertex {v} is listed twice in the {split} split")
+        if bool((seen >= 0).any()):
+            j = int(torch.nonzero(seen >= 0)[0])
+            other = ("train", "val", "test")[int(seen[j])]
+            raise SystemExit(f"dataset {name!r}: vertex {int(idx[j])} is in both the {other} and "
+                             f"the {split} split (splits must not overlap)")
+        owner[idx] = k
+        out.append(idx[y[idx] >= 0])
+    if out[0] is not None and out[0].numel() == 0 and splits[0].numel() > 0:
+        raise SystemExit(f"dataset {name!r}: every vertex of the train split is unlabelled "
+                         "(y = -1)")
+    return out
+
+
 def _load_single(args, dev) -> _Data:
     path = args.dataset if os.path.isdir(args.dataset) else os.path.join(DATA, args.dataset)
     if not os.path.isdir(path):
         raise SystemExit(f"--dataset {args.dataset!r}: no directory {path}")
-    d = io.read_dataset(path)
+    try:
+        d = io.read_dataset(path)
+    except (ValueError, RuntimeError, OSError) as e:
+        raise SystemExit(f"--dataset {args.dataset}: {e}") from None
     if d.x is None or d.y is None or d.train_idx is None:
         raise SystemExit(f"--dataset {path}: needs x.npy, y.npy and train_idx.npy (or masks)")
     out = _Data()
@@ -180,7 +226,8 @@ def _load_single(args, dev) -> _Data:
     out.x, out.y = d.x.to(dev), d.y.to(dev)
     out.graph = d.edge_index.to(dev)
     out.num_nodes = d.num_nodes
-    out.splits = [None if i is None else i.to(dev) for i in (d.train_idx, d.val_idx, d.test_idx)]
+    out.splits = [None if i is None else i.to(dev)
+                  for i in _labelled_splits(d.name, d.y, (d.train_idx, d.val_idx, d.test_idx))]
     out.halo_fraction = 0.0
     out.stats = None
     return out
@@ -201,7 +248,8 @@ def _load_part(args, dev, rank: int) -> _Data:
     out.x, out.y = p.x.to(dev), p.y.to(dev)
     out.graph = graph
     out.num_nodes = p.num_nodes
-    out.splits = [None if i is None else i.to(dev) for i in (p.train_idx, p.val_idx, p.test_idx)]
+    out.splits = [None if i is None else i.to(dev)
+                  for i in _labelled_splits(out.name, p.y, (p.train_idx, p.val_idx, p.test_idx))]
     out.halo_fraction = out.graph.num_halo / max(1, p.num_local)
     out.stats = out.graph.stats
     return out

@@ -73,7 +73,7 @@ def test_two_ranks_train_as_one(planted, tmp_path, model):
     assert "comm" in r.stdout and "sent" in r.stdout and "mem" in r.stdout, r.stdout
 
 
-def test_bad_launches_are_named(planted):
+def test_bad_launches_are_named(planted, capsys):
     ds, parts = planted
     r = _torchrun(3, "--dist", parts, "--epochs", "1", *CPU, timeout=300)
     assert r.returncode != 0 and "part 2 requested" in r.stderr, r.stderr[-3000:]
@@ -84,14 +84,63 @@ def test_bad_launches_are_named(planted):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "torchrun" in r.stderr
     for bad, what in ((["--epochs", "0"], "--epochs"), (["--dropout", "1.5"], "--dropout"),
-                      (["--model", "mlp"], "--model")):
+                      (["--model", "mlp"], "--model"), (["--lr", "nan"], "--lr must be a finite"),
+                      (["--lr", "inf"], "--lr must be a finite"),
+                      (["--weight-decay", "inf"], "--weight-decay must be a finite"),
+                      (["--maxk", "17"], "--maxk 17 exceeds the hidden width 16"),
+                      (["--model", "gat", "--heads", "2", "--hidden", "4", "--maxk", "9"],
+                       "hidden width 8 (--hidden x --heads)"),
+                      (["--device", "tpu"], "--device must be auto, cpu, cuda or cuda:N"),
+                      (["--json", "/nonexistent-dir/r.json"], "no directory /nonexistent-dir")):
         with pytest.raises(SystemExit):
             train.parse_args(["--dataset", str(ds), *bad])
+        assert what in capsys.readouterr().err, bad
     with pytest.raises(SystemExit, match="no directory"):
         _single("--dataset", str(ds) + "-missing")
     # a dataset directory, not a partition
     r = _torchrun(1, "--dist", ds, "--epochs", "1", *CPU, timeout=300)
     assert r.returncode != 0 and "meta.json" in r.stderr, r.stderr[-3000:]
+
+
+def _small_dataset(root, y, train, val, test):
+    import numpy as np
+    root.mkdir(exist_ok=True)
+    n = len(y)
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, n, 4 * n)
+    dst = rng.integers(0, n, 4 * n)
+    np.save(root / "edge_index.npy", np.stack([src, dst]).astype(np.int64))
+    np.save(root / "x.npy", rng.standard_normal((n, 6)).astype(np.float32))
+    np.save(root / "y.npy", np.asarray(y, dtype=np.int64))
+    for name, idx in (("train", train), ("val", val), ("test", test)):
+        np.save(root / f"{name}_idx.npy", np.asarray(idx, dtype=np.int64))
+    return root
+
+
+def test_splits_are_checked_and_unlabelled_vertices_left_out(tmp_path):
+    """As `spgnn train`: a vertex twice in a split or in two splits is refused, naming it;
+    unlabelled vertices (y = -1) count in neither the loss nor the accuracy (before, they
+    stopped the loss with an IndexError), and a train split of only those is refused."""
+    y = [0, 1, 2, -1, 0, 1, 2, -1, 0, 1, 2, -1]
+    common = ["--epochs", "5", "--hidden", "4", "--runs", "2", *CPU]
+    ds = _small_dataset(tmp_path / "a", y, [0, 1, 2, 3, 4], [5, 6, 7], [8, 9, 10, 11])
+    # the same splits without their unlabelled vertices: the same runs, exactly
+    clean = _small_dataset(tmp_path / "b", y, [0, 1, 2, 4], [5, 6], [8, 9, 10])
+    with_unlabelled = _single("--dataset", ds, *common)
+    without = _single("--dataset", clean, *common)
+    assert with_unlabelled["test_acc"] == without["test_acc"]
+    for train_, val, test, what in (
+            ([0, 1, 2], [5, 6, 1], [8], "vertex 1 is in both the train and the val split"),
+            ([0, 1, 0], [5], [8], "vertex 0 is listed twice in the train split"),
+            ([3, 7], [5], [8], "every vertex of the train split is unlabelled")):
+        bad = _small_dataset(tmp_path / "c", y, train_, val, test)
+        with pytest.raises(SystemExit, match=what):
+            _single("--dataset", bad, *common)
+    # a file the reader refuses: its message, not a traceback
+    import numpy as np
+    np.save(bad / "edge_index.npy", np.array([[0, 99], [1, 0]], dtype=np.int64))
+    with pytest.raises(SystemExit, match="edge_index references vertex 99"):
+        _single("--dataset", bad, *common)
 
 
 @pytest.mark.parametrize("model", ["gcn", "gat"])
