@@ -10,7 +10,6 @@ Prints mean +- std test accuracy (at the best validation epoch) per library and 
 """
 import argparse
 import importlib.util
-import json
 import os
 import statistics
 import sys
@@ -71,8 +70,7 @@ def main():
                   f"{mean['pyg']:>9.2f} +- {std['pyg']:.2f} {mean['spgnn'] - mean['pyg']:>+7.2f}"
                   f"  ({time.time() - t0:.0f} s)", flush=True)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=1)
+        load_example("speed_vs_pyg").write_json(a.json, results)
     return 0
 
 

@@ -105,10 +105,9 @@ def main():
               f"{ratio(r.get('spgnn_nn_compiled'), ours):>15}", flush=True)
         rows[name] = r
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"graph": label, "nodes": n, "edges": int(ei.shape[1]), "split": a.split,
-                       "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
-                       "ms": rows}, f, indent=1)
+        speed.write_json(a.json, {"graph": label, "nodes": n, "edges": int(ei.shape[1]),
+                                  "split": a.split, "torch": torch.__version__,
+                                  "gpu": torch.cuda.get_device_name(), "ms": rows})
     return 0
 
 

@@ -1,6 +1,7 @@
 """What the examples share: arguments, the dataset, a full-batch training loop and timing. The
 models themselves are plain PyG-style modules in each example."""
 import argparse
+import math
 import os
 import time
 
@@ -14,8 +15,36 @@ DATA = os.environ.get("SPGNN_DATA") or os.path.normpath(
     os.path.join(HERE, "..", "..", "..", "shared", "data"))
 
 
+def device(ap, spec):
+    """The torch device named by --device, or a parser error saying why it cannot be used."""
+    try:
+        dev = torch.device(spec)
+    except RuntimeError:
+        ap.error(f"--device: expected cpu, cuda or cuda:N, got {spec!r}")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        ap.error(f"--device {spec}: no GPU is visible")
+    if dev.type not in ("cpu", "cuda"):
+        ap.error(f"--device: spgnn runs on cpu or cuda, got {spec!r}")
+    return dev
+
+
+class _Parser(argparse.ArgumentParser):
+    """The examples' flags, checked: a bad value is a usage error, not a traceback mid-run."""
+
+    def parse_args(self, *a, **k):
+        args = super().parse_args(*a, **k)
+        if args.epochs < 1:
+            self.error(f"--epochs must be >= 1, got {args.epochs}")
+        if not (math.isfinite(args.lr) and args.lr > 0):
+            self.error(f"--lr must be a finite number > 0, got {args.lr}")
+        if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
+            self.error(f"--weight-decay must be a finite number >= 0, got {args.weight_decay}")
+        args.device = device(self, args.device)
+        return args
+
+
 def parser(description, dataset="cora", epochs=200, lr=0.01, weight_decay=5e-4):
-    ap = argparse.ArgumentParser(description=description)
+    ap = _Parser(description=description)
     ap.add_argument("--dataset", default=dataset,
                     help=f"a dataset directory, or a name under {DATA} (cora, citeseer, "
                          "amazon-computers, coauthor-cs)")
@@ -37,12 +66,25 @@ def load(args):
     if not os.path.isdir(path):
         raise SystemExit(f"dataset {args.dataset!r}: no directory {path} (../shared/data holds "
                          "cora, citeseer, amazon-computers, coauthor-cs)")
-    d = spgnn.io.read_dataset(path)
+    try:
+        d = spgnn.io.read_dataset(path)
+    except (ValueError, OSError) as e:
+        raise SystemExit(f"dataset {args.dataset!r}: {e}") from None
+    missing = [f for f, key in (("x.npy", "x"), ("y.npy", "y"), ("train_idx.npy", "train_mask"),
+                                ("val_idx.npy", "val_mask"), ("test_idx.npy", "test_mask"))
+               if getattr(d, key) is None]
+    if missing:
+        raise SystemExit(f"dataset {args.dataset!r}: {path} has no {', '.join(missing)}; the "
+                         "examples train on features, labels and a train/val/test split")
+    # Unlabelled vertices (y = -1) take part in no loss and no accuracy.
+    for key in ("train_mask", "val_mask", "test_mask"):
+        setattr(d, key, getattr(d, key) & (d.y >= 0))
+    if not bool(d.train_mask.any()):
+        raise SystemExit(f"dataset {args.dataset!r}: the train split has no labelled vertex")
     if args.normalize_features:
         d.x = d.x / d.x.sum(1, keepdim=True).clamp(min=1e-12)
-    dev = torch.device(args.device)
     for key in ("x", "y", "edge_index", "train_mask", "val_mask", "test_mask"):
-        setattr(d, key, getattr(d, key).to(dev))
+        setattr(d, key, getattr(d, key).to(args.device))
     return d
 
 

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import spgnn
+from _common import device
 
 
 def make_graph(papers=3000, authors=1200, classes=5, feats=32, seed=0, device="cpu"):
@@ -112,6 +113,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--pyg", action="store_true", help="torch_geometric.nn's layers instead")
     args = ap.parse_args()
+    if args.epochs < 1:
+        ap.error(f"--epochs must be >= 1, got {args.epochs}")
+    args.device = device(ap, args.device)
     if args.pyg:
         import torch_geometric.nn as nn
     else:

@@ -96,6 +96,14 @@ def time_training(model, x, y, mask, edge, epochs, warmup, compile_=False):
     return times[len(times) // 2]
 
 
+def write_json(path, obj):
+    """obj as JSON at path, written whole or not at all (a temporary name, then a rename)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
 def attempt(fn):
     """A number, or why there is none (PyG running out of memory is a result, not a crash)."""
     try:
@@ -111,15 +119,23 @@ def attempt(fn):
 
 def load_graph(spec, device):
     if spec.startswith("random:"):
-        _, n, deg = spec.split(":")
-        n, deg = int(n), int(deg)
+        try:
+            _, n, deg = spec.split(":")
+            n, deg = int(n), int(deg)
+        except ValueError:
+            raise SystemExit(f"--graph {spec}: expected random:N:DEG with integers N and DEG")
+        if n < 1 or deg < 1:
+            raise SystemExit(f"--graph {spec}: N and DEG must be >= 1")
         g = torch.Generator().manual_seed(1)
         ei = torch.randint(0, n, (2, n * deg), generator=g)
         return torch.cat([ei, ei.flip(0)], 1).to(device), n
     if os.path.isdir(spec):
         d = spgnn.io.read_dataset(spec)
         return d.edge_index.to(device), d.num_nodes
-    ei = spgnn.io.read_npy(spec)
+    try:
+        ei = spgnn.io.read_npy(spec)
+    except ValueError as e:
+        raise SystemExit(f"--graph: {e}") from None
     if ei.dim() != 2 or ei.shape[0] != 2:
         raise SystemExit(f"{spec}: expected an edge_index [2, E], got {tuple(ei.shape)}")
     return ei.to(device), int(ei.max()) + 1
@@ -146,7 +162,18 @@ def main():
     bad = [n for n in names if n not in MODELS]
     if bad:
         ap.error(f"unknown model(s) {bad}; choose from {', '.join(MODELS)}")
-    dev = torch.device(a.device)
+    for flag, v, lo in (("--epochs", a.epochs, 1), ("--warmup", a.warmup, 0),
+                        ("--features", a.features, 1), ("--classes", a.classes, 2)):
+        if v < lo:
+            ap.error(f"{flag} must be >= {lo}, got {v}")
+    try:
+        dev = torch.device(a.device)
+    except RuntimeError:
+        ap.error(f"--device: expected cpu, cuda or cuda:N, got {a.device!r}")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        ap.error(f"--device {a.device}: no GPU is visible")
+    if a.json and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
+        ap.error(f"--json {a.json}: its directory does not exist")
     ei, n = load_graph(a.graph, dev)
     g = torch.Generator().manual_seed(1)
     x = (torch.rand(n, a.features, generator=g) * 2 - 1).to(dev)
@@ -189,9 +216,8 @@ def main():
               f"{fmt(r.get('pyg_edge_index', '-')):>10} {fmt(r.get('pyg_adj_t', '-')):>10} "
               f"{sp:>8}", flush=True)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"graph": a.graph, "nodes": n, "edges": int(ei.shape[1]),
-                       "torch": torch.__version__, "device": str(dev), "ms": results}, f, indent=1)
+        write_json(a.json, {"graph": a.graph, "nodes": n, "edges": int(ei.shape[1]),
+                            "torch": torch.__version__, "device": str(dev), "ms": results})
     return 0
 
 

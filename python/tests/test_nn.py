@@ -710,3 +710,45 @@ def test_hetero_example_equals_pyg(conv):
     assert rel_err(out_s, out_p) < 1e-5
     acc = [hetero_sage.train(m, data, epochs=30)[0] for m in models]
     assert acc[0] > 0.4 and abs(acc[0] - acc[1]) < 0.03, acc
+
+
+def test_examples_check_their_flags_and_data(tmp_path):
+    """The example scripts name a bad flag or dataset instead of failing mid-run with a
+    traceback, and leave unlabelled vertices (y = -1) out of the loss and the accuracy."""
+    import os
+    import subprocess
+    import sys
+    import numpy as np
+    import spgnn
+    ex = os.path.join(os.path.dirname(__file__), "..", "examples")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(spgnn.__file__)), os.environ.get("PYTHONPATH", "")]))
+
+    def run(script, *args):
+        return subprocess.run([sys.executable, os.path.join(ex, script), *map(str, args)],
+                              capture_output=True, text=True, env=env, timeout=300)
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    rng = np.random.default_rng(0)
+    n = 30
+    np.save(ds / "edge_index.npy", rng.integers(0, n, (2, 120)).astype(np.int64))
+    np.save(ds / "x.npy", rng.standard_normal((n, 5)).astype(np.float32))
+    y = rng.integers(0, 3, n)
+    y[::4] = -1
+    np.save(ds / "y.npy", y.astype(np.int64))
+    for name, idx in (("train", range(0, 12)), ("val", range(12, 20)), ("test", range(20, 30))):
+        np.save(ds / f"{name}_idx.npy", np.asarray(list(idx), dtype=np.int64))
+    for script, args, what in (
+            ("train_gcn.py", ["--epochs", "0"], "--epochs must be >= 1"),
+            ("train_gcn.py", ["--device", "tpu"], "--device: expected cpu, cuda or cuda:N"),
+            ("train_sage.py", ["--dataset", tmp_path / "none"], "no directory"),
+            ("speed_vs_pyg.py", ["--graph", "random:x"], "expected random:N:DEG"),
+            ("hetero_sage.py", ["--epochs", "0"], "--epochs must be >= 1")):
+        r = run(script, *args)
+        assert r.returncode != 0 and what in r.stderr, (script, args, r.stderr[-2000:])
+        assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    r = run("train_gcn.py", "--dataset", ds, "--epochs", "3", "--device", "cpu")
+    assert r.returncode == 0 and "test accuracy" in r.stdout, r.stderr[-2000:]
+    np.save(ds / "edge_index.npy", np.array([[0, 99], [1, 0]], dtype=np.int64))
+    r = run("train_gcn.py", "--dataset", ds, "--epochs", "3", "--device", "cpu")
+    assert r.returncode != 0 and "references vertex 99" in r.stderr, r.stderr[-2000:]
