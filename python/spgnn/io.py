@@ -3,6 +3,7 @@ their magic number) and dataset directories (the layout of ../shared/data: edge_
 x.npy, y.npy, train/val/test_idx.npy)."""
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import torch
@@ -23,9 +24,15 @@ def _add_masks(out: SimpleNamespace, n: int) -> None:
         setattr(out, f"{split}_mask", mask)
 
 
+def _path(path, name: str = "path") -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
+    return os.fspath(path)
+
+
 def read_npy(path: str) -> torch.Tensor:
     """A .npy (or .npy.gz / .npy.zst) file as a CPU tensor."""
-    return torch.from_dlpack(C.read_npy(str(path)))
+    return torch.from_dlpack(C.read_npy(_path(path)))
 
 
 def read_dataset(path: str, edge_index_rows: str = "auto", *,
@@ -36,7 +43,10 @@ def read_dataset(path: str, edge_index_rows: str = "auto", *,
     file's edge_index holds the sources: ``"src,dst"`` (PyG's), ``"dst,src"``, or ``"auto"``
     (the directory's spgnn.json, else PyG's). NaN/Inf features are an error naming the entry
     unless ``allow_nonfinite`` (for a script that imputes them itself)."""
-    d = C.read_dataset(str(path), edge_index_rows, bool(allow_nonfinite))
+    if not isinstance(edge_index_rows, str):
+        raise TypeError("edge_index_rows must be 'auto', 'src,dst' or 'dst,src', got "
+                        f"{edge_index_rows!r}")
+    d = C.read_dataset(_path(path), edge_index_rows, bool(allow_nonfinite))
     out = SimpleNamespace(name=d["name"], num_nodes=d["num_nodes"],
                           num_classes=d["num_classes"])
     for key in ("edge_index", "x", "y", "train_idx", "val_idx", "test_idx"):
@@ -56,7 +66,7 @@ def read_partition(path: str, part: int) -> SimpleNamespace:
     from .graph import Graph
     if not isinstance(part, int) or isinstance(part, bool) or part < 0:
         raise ValueError(f"part must be a non-negative int, got {part!r}")
-    d = C.read_partition_part(str(path), part)
+    d = C.read_partition_part(_path(path), part)
     out = SimpleNamespace(part=part, **{k: d[k] for k in (
         "parts", "method", "num_nodes", "num_classes", "num_owned", "num_local")})
     for key in ("edge_index", "edge_weight", "global_ids", "halo_offsets", "send_offsets",

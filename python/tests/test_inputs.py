@@ -187,6 +187,13 @@ def test_read_dataset_names_nonfinite_features_unless_allowed(tmp_path):
         spgnn.io.read_dataset(str(tmp_path))
     d = spgnn.io.read_dataset(str(tmp_path), allow_nonfinite=True)
     assert torch.isnan(d.x[4, 2]) and int(torch.isnan(d.x).sum()) == 1
+    # paths may be pathlib.Path; anything else, and a non-string row order, is named
+    assert spgnn.io.read_dataset(tmp_path, allow_nonfinite=True).num_nodes == n
+    assert spgnn.io.read_npy(tmp_path / "y.npy").tolist() == [0, 1, 0, 1, 0, 1]
+    with pytest.raises(TypeError, match="path must be a str or os.PathLike, got NoneType"):
+        spgnn.io.read_npy(None)
+    with pytest.raises(TypeError, match="edge_index_rows must be"):
+        spgnn.io.read_dataset(tmp_path, 1)
 
 
 def test_handles_cannot_be_forged():
