@@ -183,10 +183,12 @@ class _Data:
     whole training set (equal to its own on one device)."""
 
 
-def _labelled_splits(name: str, y: torch.Tensor, splits) -> list:
+def _labelled_splits(name: str, y: torch.Tensor, splits, whole: bool = True) -> list:
     """The splits checked as `spgnn train` checks them (no vertex twice in a split or in two
     splits: it would count twice, or be evaluated on what it trained on) and with the
-    unlabelled vertices (y = -1) left out, as `spgnn train`'s loss and accuracy leave them out."""
+    unlabelled vertices (y = -1) left out, as `spgnn train`'s loss and accuracy leave them out.
+    A part of a partition (not ``whole``) may own no labelled training vertex; train_once
+    checks the whole training set's count."""
     owner = torch.full((y.shape[0],), -1, dtype=torch.int8)
     out = []
     for k, (split, idx) in enumerate(zip(("train", "val", "test"), splits)):
@@ -205,7 +207,7 @@ def _labelled_splits(name: str, y: torch.Tensor, splits) -> list:
                              f"the {split} split (splits must not overlap)")
         owner[idx] = k
         out.append(idx[y[idx] >= 0])
-    if out[0] is not None and out[0].numel() == 0 and splits[0].numel() > 0:
+    if whole and out[0] is not None and out[0].numel() == 0 and splits[0].numel() > 0:
         raise SystemExit(f"dataset {name!r}: every vertex of the train split is unlabelled "
                          "(y = -1)")
     return out
@@ -249,7 +251,8 @@ def _load_part(args, dev, rank: int) -> _Data:
     out.graph = graph
     out.num_nodes = p.num_nodes
     out.splits = [None if i is None else i.to(dev)
-                  for i in _labelled_splits(out.name, p.y, (p.train_idx, p.val_idx, p.test_idx))]
+                  for i in _labelled_splits(out.name, p.y, (p.train_idx, p.val_idx, p.test_idx),
+                                            whole=False)]
     out.halo_fraction = out.graph.num_halo / max(1, p.num_local)
     out.stats = out.graph.stats
     return out
@@ -307,7 +310,7 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
     train_idx, val_idx, test_idx = d.splits
     counts = _sum([float(0 if i is None else i.numel()) for i in d.splits], dev, distributed)
     if counts[0] == 0:
-        raise SystemExit("the training split is empty")
+        raise SystemExit("the training split is empty (or holds only unlabelled vertices, y = -1)")
     reduce_stats = CommStats()
     if isinstance(d.graph, DistGraph):
         d.graph.halo.wait_all()  # a new run's first step exchanges exactly (stale halos)
