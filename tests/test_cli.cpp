@@ -272,6 +272,10 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       {"generate rmat --scale 0 -o " + path("x.spg"), "scale"},
       {"generate rmat --scale 99 -o " + path("x.spg"), "scale"},
       {"generate bogus -o " + path("x.spg"), "kind"},
+      // --seed is unsigned: "-1" was read as 2^64 - 1, a seed nobody asked for
+      {"generate rmat --seed -1 -o " + path("x.spg"), "--seed: must be >= 0, got -1"},
+      {"bench spmm --graph rmat:6 --seed -1 --device cpu", "--seed: must be >= 0"},
+      {"partition rmat:6 -o " + path("p") + " --seed 99999999999999999999", "out of range"},
       {"bench spmm --graph rmat:6 --dim 0 --device cpu", "dim"},
       {"bench spmm --graph rmat:6 --reps 0 --device cpu", "reps"},
       {"bench spmm --graph rmat:6 --strategy nosuch --device cpu", "nosuch"},

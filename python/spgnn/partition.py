@@ -44,8 +44,8 @@ def partition(graph: Union[Graph, Tensor], parts: int, method: str = "metis", *,
         raise ValueError(f"parts must be a positive int, got {parts!r}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be an int in [0, 2^64), got {seed!r}")
     if not isinstance(imbalance, (int, float)) or not 1.0 <= float(imbalance) <= 10.0:
         raise ValueError(f"imbalance must be in [1, 10], got {imbalance!r}")
     owner = torch.empty(graph.num_dst_nodes, dtype=torch.int32)

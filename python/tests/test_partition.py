@@ -64,6 +64,8 @@ def test_bad_arguments(gen):
         spgnn.partition(ei, 2, imbalance=0.5, num_nodes=n)
     with pytest.raises(ValueError, match="seed"):
         spgnn.partition(ei, 2, seed=-1, num_nodes=n)
+    with pytest.raises(ValueError, match=r"seed must be an int in \[0, 2\^64\)"):
+        spgnn.partition(ei, 2, seed=2**64, num_nodes=n)
     with pytest.raises(TypeError, match="graph"):
         spgnn.partition([[0, 1], [1, 0]], 2)
     with pytest.raises(ValueError, match="every part needs a vertex"):

@@ -375,7 +375,7 @@ void register_bench(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember({"f32", "f16", "bf16", "all"}))
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+  add_seed_option(*cmd, o->seed, "Seed of the random inputs");
   cmd->add_flag("--tune", o->tune, "auto: tune and cache each problem the tuning cache does not "
                                    "know yet (before it is timed)");
   add_load_flags(*cmd, o->flags);

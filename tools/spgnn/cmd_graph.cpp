@@ -1,7 +1,9 @@
 // spgnn generate / convert / info / partition: graph files in and out, what is in them, and
 // their partitions for training on several devices.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -63,6 +65,24 @@ void add_edge_index_rows_flag(CLI::App& cmd, std::string& value) {
       ->capture_default_str();
 }
 
+CLI::Validator at_least(int64_t lo) {
+  return CLI::Validator(
+      [lo](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (end == text.c_str() || *end != '\0') return "expected an integer, got '" + text + "'";
+        if (errno == ERANGE) return "out of range (at most 9223372036854775807), got " + text;
+        if (v >= lo) return "";
+        return "must be >= " + std::to_string(lo) + ", got " + text;
+      },
+      ">= " + std::to_string(lo));
+}
+
+void add_seed_option(CLI::App& cmd, uint64_t& seed, const std::string& help) {
+  cmd.add_option("--seed", seed, help)->check(at_least(0))->capture_default_str();
+}
+
 Graph load_with_flags(const std::string& spec, const LoadFlags& f) {
   return load_graph(spec, read_options(f), true);
 }
@@ -97,7 +117,7 @@ void register_generate(CLI::App& app) {
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 16))->capture_default_str();
   cmd->add_option("--feature-dim", o->feature_dim, "planted: feature width")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  add_seed_option(*cmd, o->seed, "Random seed");
   cmd->add_option("-o,--output", o->out,
                   "Output graph file (.spg, .mtx, .txt, .npy; .spg recommended), or for planted a "
                   "directory")
@@ -285,7 +305,7 @@ void register_partition(CLI::App& app) {
                   "ldg (streaming), random, range")
       ->check(CLI::IsMember({"metis", "ldg", "random", "range"}))
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of random, ldg and METIS")->capture_default_str();
+  add_seed_option(*cmd, o->seed, "Seed of random, ldg and METIS");
   cmd->add_option("--imbalance", o->imbalance,
                   "Allowed load of the heaviest part over the mean (metis, ldg)")
       ->capture_default_str();

@@ -47,21 +47,6 @@ struct TrainOpts {
   std::string dtype = "f32";
 };
 
-// An integer >= lo, said as such (CLI::Range would print its upper end, INT64_MAX, in full).
-CLI::Validator at_least(int64_t lo) {
-  return CLI::Validator(
-      [lo](std::string& text) -> std::string {
-        char* end = nullptr;
-        errno = 0;
-        const long long v = std::strtoll(text.c_str(), &end, 10);
-        if (end == text.c_str() || *end != '\0' || errno == ERANGE)
-          return "expected an integer, got '" + text + "'";
-        if (v >= lo) return "";
-        return "must be >= " + std::to_string(lo) + ", got " + text;
-      },
-      ">= " + std::to_string(lo));
-}
-
 // A finite number > 0 (strict) or >= 0, with a message saying so (CLI11's PositiveNumber prints
 // its range up to DBL_MAX in full); NaN and infinity fail both (an infinite learning rate or
 // weight decay turns every weight into NaN).
@@ -378,7 +363,7 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--weight-decay", o->weight_decay, "Adam L2 weight decay (weights, not biases)")
       ->check(above_zero(false))->capture_default_str();
-  cmd->add_option("--seed", o->seed, "initialisation, dropout and synthetic data seed")->capture_default_str();
+  add_seed_option(*cmd, o->seed, "initialisation, dropout and synthetic data seed");
   cmd->add_option("--device", o->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--strategy", o->strategy, "SpMM schedule of the aggregations (auto, cpu_mergepath, "
                   "gnnone, ...; see `spgnn strategies`)")->capture_default_str();

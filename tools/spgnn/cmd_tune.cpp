@@ -435,8 +435,7 @@ void register_tune(CLI::App& app) {
                                        "$SPGNN_CACHE_DIR, $XDG_CACHE_HOME/spgnn or ~/.cache/spgnn)");
   cmd->add_option("--device", o->device, "auto (GPU when present), cpu, cuda or cuda:N")
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the search and of the tuner's inputs")
-      ->capture_default_str();
+  add_seed_option(*cmd, o->seed, "Seed of the search and of the tuner's inputs");
   cmd->add_option("--top", o->top, "Pruned-space size (5..20): the genetic population and the "
                                    "random mode's pool")
       ->capture_default_str();

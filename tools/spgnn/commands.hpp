@@ -2,6 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <string>
 
 #include "spgnn/graph.hpp"
@@ -30,6 +31,11 @@ struct LoadFlags {
 void add_load_flags(CLI::App& cmd, LoadFlags& f);
 // --edge-index-rows (auto | src,dst | dst,src), shared by the graph commands and train.
 void add_edge_index_rows_flag(CLI::App& cmd, std::string& value);
+// An integer >= lo, said as such (CLI::Range would print its upper end, INT64_MAX, in full).
+CLI::Validator at_least(int64_t lo);
+// --seed, a non-negative integer: an unsigned option alone reads "-1" as 2^64 - 1, a different
+// seed than the user meant, without a word.
+void add_seed_option(CLI::App& cmd, uint64_t& seed, const std::string& help);
 // Reads a graph file/directory/spec with the canonicalisation the flags ask for, with progress.
 Graph load_with_flags(const std::string& spec, const LoadFlags& f);
 }  // namespace spgnn::cli
