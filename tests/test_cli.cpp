@@ -291,6 +291,8 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       {"bench gat --graph rmat:6 --param heavy_deg --device cpu", "not key=value"},
       // maxk's --param goes to the CBSR products' gpu strategy: names and the device are checked
       {"bench maxk --graph rmat:6 --k 4 --param wraps=4 --device cpu", "wraps"},
+      // a k above every width ran nothing and printed an empty table
+      {"bench maxk --graph rmat:6 --k 9 --dim 8 --device cpu", "--k 9 exceeds every --dim"},
       {"bench maxk --graph rmat:6 --k 4 --param warps --device cpu", "warps"},
       // The gpu strategy is refused for host data; a build without CUDA refuses it first, for the
       // build itself.

@@ -274,6 +274,8 @@ TEST(TrainCli, JsonOutputCheckpointsAndErrors) {
            {"--lr inf", "finite"},
            {"--lr nan", "--lr"},
            {"--weight-decay inf", "finite"},
+           {"--attn-dropout -5", "must be -1 (the same as --dropout) or in [0, 1)"},
+           {"--dropout 0.99999999", "in [0, 1) as a float32"},
            {"--split time", "--split"},
            {"--split time --dataset rmat:6", "--split"},
            {"--split time --dataset planted:300", "--split"},

@@ -39,10 +39,12 @@ void check_config(const ModelConfig& c) {
               "model: 'layers' must be in [1, 64], got ", c.layers);
   SPGNN_CHECK(c.hidden >= 1, InvalidArgument, "model: 'hidden' must be positive, got ", c.hidden);
   SPGNN_CHECK(c.heads >= 1, InvalidArgument, "model: 'heads' must be positive, got ", c.heads);
-  SPGNN_CHECK(c.dropout >= 0 && c.dropout < 1, InvalidArgument,
-              "model: 'dropout' must be in [0, 1), got ", c.dropout);
-  SPGNN_CHECK(c.attn_dropout < 1, InvalidArgument, "model: 'attn_dropout' must be below 1, got ",
-              c.attn_dropout);
+  // The layers keep their rates in float: 0.99999999 < 1 in double rounds to 1.0f.
+  SPGNN_CHECK(c.dropout >= 0 && float(c.dropout) < 1, InvalidArgument,
+              "model: 'dropout' must be in [0, 1) as a float32, got ", c.dropout);
+  // a negative value means "the same as dropout"
+  SPGNN_CHECK(float(c.attn_dropout) < 1, InvalidArgument,
+              "model: 'attn_dropout' must be below 1, got ", c.attn_dropout);
   const int64_t width = c.kind == ConvKind::gat ? c.hidden * c.heads : c.hidden;
   SPGNN_CHECK(c.maxk >= 0 && c.maxk <= width, InvalidArgument, "model: 'maxk' must be in [0, ",
               c.kind == ConvKind::gat ? "hidden * heads = " : "hidden = ", width, "], got ", c.maxk);

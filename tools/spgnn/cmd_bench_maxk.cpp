@@ -125,6 +125,12 @@ void run_bench_maxk(const MaxkBenchArgs& o) {
   check_bench_names(o.graphs, o.names);
   SPGNN_CHECK(!o.ks.empty(), InvalidArgument, "--k: give at least one k");
   for (int64_t k : o.ks) SPGNN_CHECK(k >= 1, InvalidArgument, "--k: every k must be >= 1, got ", k);
+  // A (k, F) pair with k > F is skipped (MaxK keeps at most F values a row); a k above every
+  // width would print an empty table and succeed.
+  const int64_t widest = o.dims.empty() ? 0 : *std::max_element(o.dims.begin(), o.dims.end());
+  for (int64_t k : o.ks)
+    SPGNN_CHECK(k <= widest, InvalidArgument, "--k ", k, " exceeds every --dim (the widest is ",
+                widest, "): MaxK keeps at most F values a row");
   const OpOptions ref_opt = with_strategy("cpu_ref");
   // The CBSR products run `auto` (their device's kernel), or `gpu` with the --param values; the
   // ops check the names and ranges before any timing.

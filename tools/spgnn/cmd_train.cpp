@@ -360,6 +360,15 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--dropout", o->dropout, "dropout on every layer's input")->capture_default_str();
   cmd->add_option("--attn-dropout", o->attn_dropout, "GAT attention dropout (-1: same as --dropout)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(text.c_str(), &end);
+            if (end == text.c_str() || *end != '\0') return "expected a number, got '" + text + "'";
+            if (v == -1 || (v >= 0 && v < 1)) return "";
+            return "must be -1 (the same as --dropout) or in [0, 1), got " + text;
+          },
+          "-1 or [0, 1)"))
       ->capture_default_str();
   cmd->add_option("--weight-decay", o->weight_decay, "Adam L2 weight decay (weights, not biases)")
       ->check(above_zero(false))->capture_default_str();
