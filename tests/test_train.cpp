@@ -275,6 +275,8 @@ TEST(TrainCli, JsonOutputCheckpointsAndErrors) {
            {"--lr nan", "--lr"},
            {"--weight-decay inf", "finite"},
            {"--attn-dropout -5", "must be -1 (the same as --dropout) or in [0, 1)"},
+           // refused before training, not after it
+           {"--save /nonexistent/dir/ck.bin", "--save: no directory '/nonexistent/dir'"},
            {"--dropout 0.99999999", "in [0, 1) as a float32"},
            {"--split time", "--split"},
            {"--split time --dataset rmat:6", "--split"},

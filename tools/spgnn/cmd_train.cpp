@@ -378,7 +378,19 @@ void register_train(CLI::App& app) {
                   "gnnone, ...; see `spgnn strategies`)")->capture_default_str();
   cmd->add_option("--format", o->format, "table or json")->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
-  cmd->add_option("--save", o->save, "write a checkpoint after training (atomically)");
+  // Checked up front: a checkpoint that cannot be written failed only after the training.
+  cmd->add_option("--save", o->save, "write a checkpoint after training (atomically)")
+      ->check(CLI::Validator(
+          [](std::string& path) -> std::string {
+            const std::filesystem::path p(path);
+            if (std::filesystem::is_directory(p)) return "'" + path + "' is a directory";
+            const std::filesystem::path dir = std::filesystem::absolute(p).parent_path();
+            if (!std::filesystem::is_directory(dir))
+              return "no directory '" + dir.string() + "' to write it in";
+            if (access(dir.c_str(), W_OK) != 0) return "cannot write in '" + dir.string() + "'";
+            return "";
+          },
+          "FILE"));
   cmd->add_option("--load", o->load, "start from a checkpoint of the same model");
   cmd->add_option("--normalize-features", o->normalize, "row-normalise features: auto (sparse "
                   "non-negative features, at most 10% non-zero, as the GCN/GAT papers do; dense "
