@@ -215,6 +215,16 @@ TEST_F(Cli, GeneratePlantedDatasetDirectory) {
   auto info = run("info " + path("ds") + " --format json");
   ASSERT_EQ(info.code, 0) << info.out;
   EXPECT_EQ(nlohmann::json::parse(info.out)["n_rows"], 300);
+  // Not into a directory holding files already (an earlier dataset's would be read with the new
+  // one), nor onto a file; an empty directory is fine.
+  auto again = run("generate planted --n 200 --classes 3 -o " + path("ds"));
+  EXPECT_NE(again.code, 0);
+  EXPECT_NE(again.out.find("is a directory that is not empty"), std::string::npos) << again.out;
+  auto onto_file = run("generate planted --n 200 --classes 3 -o " + path("ds/x.npy"));
+  EXPECT_NE(onto_file.code, 0);
+  EXPECT_NE(onto_file.out.find("is a file"), std::string::npos) << onto_file.out;
+  fs::create_directories(path("empty"));
+  EXPECT_EQ(run("generate planted --n 200 --classes 3 -o " + path("empty")).code, 0);
 }
 
 TEST_F(Cli, PartitionDatasetDirectory) {

@@ -120,12 +120,23 @@ void register_generate(CLI::App& app) {
   add_seed_option(*cmd, o->seed, "Random seed");
   cmd->add_option("-o,--output", o->out,
                   "Output graph file (.spg, .mtx, .txt, .npy; .spg recommended), or for planted a "
-                  "directory")
+                  "new or empty directory")
       ->required();
   add_load_flags(*cmd, o->flags);
   cmd->callback([o] {
     const ReadOptions ro = read_options(o->flags);
     if (o->kind == "planted") {
+      // Written file by file into the directory: files of an earlier dataset there (a mask file,
+      // an OGB split folder) would be read along with the new ones.
+      std::error_code ec;
+      if (std::filesystem::exists(o->out, ec)) {
+        const bool dir = std::filesystem::is_directory(o->out, ec);
+        SPGNN_CHECK(dir && std::filesystem::is_empty(o->out, ec), InvalidArgument,
+                    "generate planted: '", o->out, "' ",
+                    dir ? "is a directory that is not empty" : "is a file",
+                    "; a dataset goes into a new or empty directory, so that no file of an earlier "
+                    "one is read with it");
+      }
       PlantedPartitionParams p;
       p.n = o->n;
       p.num_classes = o->classes;
