@@ -166,12 +166,8 @@ def main():
                         ("--features", a.features, 1), ("--classes", a.classes, 2)):
         if v < lo:
             ap.error(f"{flag} must be >= {lo}, got {v}")
-    try:
-        dev = torch.device(a.device)
-    except RuntimeError:
-        ap.error(f"--device: expected cpu, cuda or cuda:N, got {a.device!r}")
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        ap.error(f"--device {a.device}: no GPU is visible")
+    from _common import device  # here: bench scripts load this module without examples/ on the path
+    dev = device(ap, a.device)
     if a.json and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
         ap.error(f"--json {a.json}: its directory does not exist")
     ei, n = load_graph(a.graph, dev)

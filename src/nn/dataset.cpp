@@ -254,6 +254,7 @@ void check_dataset(const Dataset& d) {
   // A vertex listed twice would count twice in the loss or the accuracy, and one in two splits
   // would be evaluated on what it trained on; masks cannot express either, index files can.
   std::vector<int8_t> owner(static_cast<size_t>(n), -1);
+  bool labelled_train = false;  // the loss leaves y = -1 out: with no labelled vertex, no terms
   for (int k = 0; k < 3; ++k) {
     const auto& [name, t] = splits[k];
     SPGNN_CHECK(t->defined() && t->dtype() == DType::i64 && t->ndim() == 1, InvalidArgument,
@@ -271,16 +272,12 @@ void check_dataset(const Dataset& d) {
                   " is in both the ", splits[o < 0 ? 0 : o].first, " and the ", name,
                   " split (splits must not overlap)");
       o = int8_t(k);
+      labelled_train |= k == 0 && y[p[i]] >= 0;
     }
   }
   SPGNN_CHECK(d.train_idx.numel() > 0, InvalidArgument, "dataset '", d.name,
               "': the train split is empty");
-  // The loss leaves unlabelled vertices (y = -1) out; with no labelled one it has no terms.
-  const Tensor train = d.train_idx.to(Device::cpu());
-  const int64_t* t = train.data<int64_t>();
-  bool labelled = false;
-  for (int64_t i = 0; i < train.numel() && !labelled; ++i) labelled = y[t[i]] >= 0;
-  SPGNN_CHECK(labelled, InvalidArgument, "dataset '", d.name,
+  SPGNN_CHECK(labelled_train, InvalidArgument, "dataset '", d.name,
               "': every vertex of the train split is unlabelled (y = -1)");
 }
 

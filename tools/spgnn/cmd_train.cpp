@@ -5,7 +5,6 @@
 // time goes, phase by phase.
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -47,20 +46,26 @@ struct TrainOpts {
   std::string dtype = "f32";
 };
 
-// A finite number > 0 (strict) or >= 0, with a message saying so (CLI11's PositiveNumber prints
-// its range up to DBL_MAX in full); NaN and infinity fail both (an infinite learning rate or
-// weight decay turns every weight into NaN).
-CLI::Validator above_zero(bool strict) {
+// A number that `ok` accepts, else "must be <requirement>, got ..." (CLI11's PositiveNumber and
+// Range print their ends up to DBL_MAX in full).
+CLI::Validator number_that(bool (*ok)(double), const std::string& requirement) {
   return CLI::Validator(
-      [strict](std::string& text) -> std::string {
+      [ok, requirement](std::string& text) -> std::string {
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
         if (end == text.c_str() || *end != '\0') return "expected a number, got '" + text + "'";
-        if (std::isfinite(v) && (strict ? v > 0 : v >= 0)) return "";
-        return std::string("must be a finite number ") + (strict ? "> 0" : ">= 0") + ", got " +
-               text;
+        return ok(v) ? "" : "must be " + requirement + ", got " + text;
       },
-      strict ? "> 0" : ">= 0");
+      requirement);
+}
+
+// A finite number > 0 (strict) or >= 0; NaN and infinity fail both (an infinite learning rate or
+// weight decay turns every weight into NaN).
+CLI::Validator above_zero(bool strict) {
+  if (strict) return number_that([](double v) { return std::isfinite(v) && v > 0; },
+                                 "a finite number > 0");
+  return number_that([](double v) { return std::isfinite(v) && v >= 0; },
+                     "a finite number >= 0");
 }
 
 // --normalize-features auto row-normalises sparse non-negative features (bag-of-words counts or
@@ -360,15 +365,8 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--dropout", o->dropout, "dropout on every layer's input")->capture_default_str();
   cmd->add_option("--attn-dropout", o->attn_dropout, "GAT attention dropout (-1: same as --dropout)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            char* end = nullptr;
-            const double v = std::strtod(text.c_str(), &end);
-            if (end == text.c_str() || *end != '\0') return "expected a number, got '" + text + "'";
-            if (v == -1 || (v >= 0 && v < 1)) return "";
-            return "must be -1 (the same as --dropout) or in [0, 1), got " + text;
-          },
-          "-1 or [0, 1)"))
+      ->check(number_that([](double v) { return v == -1 || (v >= 0 && v < 1); },
+                          "-1 (the same as --dropout) or in [0, 1)"))
       ->capture_default_str();
   cmd->add_option("--weight-decay", o->weight_decay, "Adam L2 weight decay (weights, not biases)")
       ->check(above_zero(false))->capture_default_str();
