@@ -343,6 +343,28 @@ bool regular_dense_rows(const DegreeStats& st) {
   return st.avg >= kDenseRowDegree && st.cv < kRegularCv;
 }
 
+// Float32 copy_u SpMM (sum or mean: GraphSAGE, GIN) on regular dense rows, H200, every schedule
+// timed in one process (docs/BENCHMARKS.md, "`auto`'s float32 copy_u SpMM on regular rows"):
+// - 32 <= F <= 64: a group per row, hardware block assignment, no split rows (the Reddit shape at
+//   F = 44 / 64: 2.42 / 3.14 ms against gnnone's 2.59 / 3.76, level at F = 32; ER graphs of
+//   average degree 70-300 at F = 32 / 64: 1-28% faster than gnnone). Below F = 32 gnnone (Reddit
+//   shape, F = 8 / 16 / 24: 0.91 / 0.88 / 1.26 against 1.21 / 0.91 / 1.31).
+// - Wider, only where rows are long (average degree >= 128): 2 warps a block below F = 128
+//   (F = 96, degree 300 / 489: 3.83 / 4.62 against gnnone's 5.23 / 4.90), one task per atomic and
+//   no split rows from F = 128 (F = 256, degree 160 / 300 / 489: 9.68 / 10.16 / 12.31 against
+//   gnnone's 11.15 / 13.86 / 13.03). At degree 80 gnnone wins from F = 96 (F = 256: 9.70 against
+//   10.82-11.13); at degree 70 (2M rows) the two are within 4%.
+// Weighted SpMMs (u_mul_e: GCN's normalisation) keep the older rules: a group per row reads an
+// edge value per non-zero and lost to gnnone (Reddit shape, F = 16 / 32: 1.46 / 2.22 against
+// 0.94 / 1.72). Without split rows one group walks a whole row, so these schedules are kept for
+// graphs with no row far above average.
+constexpr int64_t kGroupRowMinF = 32, kGroupRowMaxF = 64;
+constexpr double kLongRowDegree = 128;
+
+bool no_outlier_rows(const DegreeStats& st) {
+  return double(st.max_deg) <= 4 * st.avg;
+}
+
 // Half precision (float16/bfloat16): SpMM has two half kernels, gnnone (edge-balanced; cut rows
 // through float32 scratch) and warp_vertex (a group per row), and float32's rule carries over:
 // warp_vertex on regular dense rows at F >= 128 (Reddit shape, bfloat16, F = 256: 9.10 against
@@ -356,7 +378,7 @@ bool regular_dense_rows(const DegreeStats& st) {
 // float16, F = 24 and 32: 1.51-1.63 ms against gnnone's 2.08-2.16 (1.32-1.38x), warp_vertex
 // with step=1 only 2.35-2.52, the default 2.44-2.61 (the tuner's pick at F = 32;
 // docs/BENCHMARKS.md, "Half SpMM on narrow regular rows").
-Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F, DType dtype) {
+Schedule gpu_spmm_choice(const DegreeStats& st, SpmmOp op, int64_t F, DType dtype) {
   if (is_half(dtype)) {
     if (st.nnz >= kTinyNnz && regular_dense_rows(st) && F > 16 && F <= 32)
       return Schedule{"warp_vertex", {{"step", 1}, {"split", -1}}};
@@ -365,6 +387,15 @@ Schedule gpu_spmm_choice(const DegreeStats& st, int64_t F, DType dtype) {
                     {}};
   }
   if (st.nnz == 0) return Schedule{"warp_vertex", {}};  // one kernel, nothing to balance
+  if (op == SpmmOp::copy_u && st.nnz >= kTinyNnz && regular_dense_rows(st) &&
+      no_outlier_rows(st)) {
+    if (F >= kGroupRowMinF && F <= kGroupRowMaxF)
+      return Schedule{"warp_vertex", {{"assign", 1}, {"split", -1}}};
+    if (F > kGroupRowMaxF && st.avg >= kLongRowDegree)
+      return F >= 128 ? Schedule{"warp_vertex", {{"step", 1}, {"split", -1}}}
+                      : Schedule{"warp_vertex", {{"assign", 1}, {"split", -1}, {"warps", 2}}};
+    return Schedule{"gnnone", {}};
+  }
   if (regular_dense_rows(st) && F >= 128) return Schedule{"warp_vertex", {}};
   return Schedule{"gnnone", {}};
 }
@@ -525,7 +556,7 @@ bool half_spmm_pays(const Graph& g, int64_t F) {
 
 Schedule heuristic_spmm_schedule(const SpmmProblem& p) {
   Schedule proposal{"cpu_mergepath", {}};
-  if (p.g->device().is_cuda()) proposal = gpu_spmm_choice(*degree_stats(*p.g), p.F, p.dtype);
+  if (p.g->device().is_cuda()) proposal = gpu_spmm_choice(*degree_stats(*p.g), p.op, p.F, p.dtype);
   return pick(spmm_registry(), p, OpKind::spmm, proposal);
 }
 Schedule heuristic_sddmm_schedule(const SddmmProblem& p) {

@@ -385,6 +385,80 @@ TEST(AutoGpu, TinyGraphsTakeGnnoneAtEveryWidth) {
 #endif
 }
 
+// `auto`'s float32 copy_u SpMM on regular rows: a group per row with hardware assignment and no
+// split rows at 32 <= F <= 64 (gnnone below); wider, warp_vertex without split rows only where
+// rows are long (average degree >= 128: 2 warps a block below F = 128, one task per atomic from
+// it), gnnone where they are not. Weighted SpMMs (u_mul_e), a regular graph with one row far above
+// average, and R-MAT keep the earlier rules. Each resolved schedule runs against cpu_ref.
+TEST(AutoGpu, Float32SpmmOnRegularRowsFollowsOpWidthAndRowLength) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
+  const Graphs dense = regular_long_rows(seed_for(82));  // average degree 96
+  const Graphs longer = with_device_copy(generate_erdos_renyi(1200, 400, seed_for(83)));
+  const Graphs rmat = rmat_past_tiny(seed_for(84));
+  // the dense graph with row 0 widened to 600 non-zeros: > 4x the average, CV still < 0.5
+  std::vector<int64_t> rows = dense.host.row.astype(DType::i64).to_vector<int64_t>();
+  std::vector<int64_t> cols = dense.host.col.astype(DType::i64).to_vector<int64_t>();
+  for (int64_t j = 0; j < 600; ++j) {
+    rows.push_back(0);
+    cols.push_back(j);
+  }
+  const Graphs outlier =
+      with_device_copy(graph_from_edges(dense.host.n_rows, dense.host.n_cols, rows, cols));
+  ASSERT_GE(detail::degree_stats(outlier.host)->max_deg, 600);
+  ASSERT_LT(detail::degree_stats(outlier.host)->cv, 0.5);
+  using P = std::map<std::string, int64_t>;
+  const P group = {{"assign", 1}, {"split", -1}};
+  struct Case {
+    const Graphs* g;
+    const char* gname;
+    SpmmOp op;
+    int64_t F;
+    const char* want;
+    P params;  // as resolved, defaults left out
+  };
+  const SpmmOp cu = SpmmOp::copy_u, mul = SpmmOp::u_mul_e;
+  const std::vector<Case> cases = {
+      {&dense, "degree 96", cu, 16, "gnnone", {}},
+      {&dense, "degree 96", cu, 32, "warp_vertex", group},
+      {&dense, "degree 96", cu, 44, "warp_vertex", group},
+      {&dense, "degree 96", cu, 64, "warp_vertex", group},
+      {&dense, "degree 96", cu, 96, "gnnone", {}},
+      {&dense, "degree 96", cu, 256, "gnnone", {}},
+      {&dense, "degree 96", mul, 64, "gnnone", {}},
+      {&dense, "degree 96", mul, 128, "warp_vertex", {}},
+      {&longer, "degree 400", cu, 24, "gnnone", {}},
+      {&longer, "degree 400", cu, 41, "warp_vertex", group},
+      {&longer, "degree 400", cu, 96, "warp_vertex", {{"assign", 1}, {"split", -1}, {"warps", 2}}},
+      {&longer, "degree 400", cu, 128, "warp_vertex", {{"step", 1}, {"split", -1}}},
+      {&longer, "degree 400", cu, 256, "warp_vertex", {{"step", 1}, {"split", -1}}},
+      {&longer, "degree 400", mul, 32, "gnnone", {}},
+      {&outlier, "degree 96, one row of 600", cu, 64, "gnnone", {}},
+      {&outlier, "degree 96, one row of 600", cu, 128, "warp_vertex", {}},
+      {&rmat, "rmat", cu, 64, "gnnone", {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.gname) + " " + name(c.op) + " F=" + std::to_string(c.F));
+    const Schedule s = resolve_spmm_schedule(c.g->dev, c.op, Reduce::sum, c.F, Schedule{});
+    EXPECT_EQ(s.strategy, c.want);
+    EXPECT_EQ(s.params, c.params) << s.str();
+    for (int pass = 0; pass < 2; ++pass) {  // the resolved schedule, as auto runs it
+      const SpmmOp op = c.op;
+      const Reduce red = pass ? Reduce::sum : Reduce::mean;
+      const Tensor x = random_tensor({c.g->host.n_cols, c.F}, seed_for(85 + c.F + pass));
+      const Tensor e =
+          op == mul ? random_tensor({c.g->host.nnz()}, seed_for(86), 0.5f, 1.5f) : Tensor();
+      Tensor ref;
+      gspmm(c.g->host, op, red, x, e, ref, cpu_ref());
+      Tensor out = poisoned({c.g->host.n_rows, c.F});
+      gspmm(c.g->dev, op, red, dev(x), e.defined() ? dev(e) : Tensor(), out);
+      EXPECT_LT(rel_error(out, ref), kTol) << name(op) << "/" << name(red);
+    }
+  }
+#endif
+}
+
 // `auto`'s float32 SDDMM on regular long rows: cuSPARSE's CSR kernel up to F = 32, and up to
 // F = 128 for u.v dot products on cards with at least 4 TB/s of DRAM bandwidth (the H200),
 // gnnone otherwise; R-MAT rows stay with gnnone. Each resolved schedule runs against cpu_ref.
