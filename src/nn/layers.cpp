@@ -244,14 +244,16 @@ void bias_grad(Parameter& p, const Tensor& dy) { column_sum(dy, p.grad, 0); }
 //   cbsr_sspmm: the backward never builds the transposed graph).
 // Transform-first runs at detail::aggregation_width(out): with padding, W is copied into a
 // zero-padded [in, Fp] buffer, so x W has zero columns, and the result is narrowed to out.
-// With a trainable `eps` (GIN) A is the plain adjacency and (1 + eps) times the aggregated
-// operand is added to the aggregation; d eps = <d aggregation, aggregated operand>.
+// With an `eps` parameter (GIN) A is the plain adjacency and (1 + eps) times the aggregated
+// operand is added to the aggregation; when eps trains, d eps = <d aggregation, aggregated
+// operand>.
 class AggregatedLinear {
  public:
   enum class Graphs { gcn, mean, gin, sum };
   AggregatedLinear(Graphs graphs, double gin_eps, int64_t in, int64_t out, int64_t maxk,
-                   Parameter* weight, Parameter* eps)
-      : graphs_(graphs), eps_(gin_eps), in_(in), out_(out), maxk_(maxk), w_(weight), train_eps_(eps) {}
+                   Parameter* weight, Parameter* eps, bool eps_grad = true)
+      : graphs_(graphs), eps_(gin_eps), in_(in), out_(out), maxk_(maxk), w_(weight), eps_param_(eps),
+        eps_grad_(eps != nullptr && eps_grad) {}
 
   Tensor forward(GraphContext& ctx, const Tensor& x, bool reuse) {
     x_ = x;
@@ -266,7 +268,7 @@ class AggregatedLinear {
         mask_ = maxk_mask_f64(h, maxk_);
         mul_(h, mask_);
         aggregate_forward(ctx, h, out);
-        if (train_eps_) add_scaled_(out, h, train_eps_->value, 1.0);
+        if (eps_param_) add_scaled_(out, h, eps_param_->value, 1.0);
         return out;
       }
       const Graph& g = weighted(ctx);
@@ -275,13 +277,13 @@ class AggregatedLinear {
         maxk(h, maxk_, keep_cbsr(kept_, h, maxk_), auto_options(ctx));
         cbsr_spgemm(g, kept_, g.val, out, auto_options(ctx));
       }
-      if (train_eps_) {
+      if (eps_param_) {
         // maxk(h) as a dense matrix, written over h (maxk has read it; the backward uses kept_)
         {
           detail::ProfileScope prof(Phase::maxk_cbsr);
           maxk_backward(kept_, kept_.data, h, auto_options(ctx));
         }
-        add_scaled_(out, h, train_eps_->value, 1.0);
+        add_scaled_(out, h, eps_param_->value, 1.0);
       }
       return out;
     }
@@ -292,7 +294,7 @@ class AggregatedLinear {
       gemm(x, false, transform_weight(), false, h, 0);
       Tensor& agg = width_ == out_ ? out : keep(agg_, {n, width_}, dt, dev);
       aggregate_forward(ctx, h, agg);
-      if (train_eps_) add_scaled_(agg, h, train_eps_->value, 1.0);
+      if (eps_param_) add_scaled_(agg, h, eps_param_->value, 1.0);
       if (width_ == out_) return out;
       if (!out.defined()) out = Tensor::empty({n, out_}, dt, dev);
       copy_columns(agg, out, out_);
@@ -300,7 +302,7 @@ class AggregatedLinear {
     }
     Tensor& z = keep(z_, {ctx.n(), in_}, dt, dev);
     aggregate_forward(ctx, x, z);
-    if (train_eps_) add_scaled_(z, x, train_eps_->value, 1.0);
+    if (eps_param_) add_scaled_(z, x, eps_param_->value, 1.0);
     gemm(z, false, w_->value, false, out, 0);
     return out;
   }
@@ -317,14 +319,14 @@ class AggregatedLinear {
         detail::ProfileScope prof(Phase::maxk_cbsr);
         cbsr_sspmm(g, g.val, dy, kept_, keep(d_data_, {n, maxk_}, dt, dev), auto_options(ctx));
       }
-      if (train_eps_) {
+      if (eps_param_) {
         Tensor& self = keep(g_self_, {n, maxk_}, dt, dev);
         {
           detail::ProfileScope prof(Phase::maxk_cbsr);
           cbsr_sspmm(ctx.identity(), Tensor(), dy, kept_, self, auto_options(ctx));  // dy at kept
         }
-        dot(self, kept_.data, train_eps_->grad, 0);
-        add_scaled_(d_data_, self, train_eps_->value, 1.0);
+        if (eps_grad_) dot(self, kept_.data, eps_param_->grad, 0);
+        add_scaled_(d_data_, self, eps_param_->value, 1.0);
       }
       {
         detail::ProfileScope prof(Phase::maxk_cbsr);
@@ -340,9 +342,9 @@ class AggregatedLinear {
         g = &dyp;
       }
       aggregate_backward(ctx, *g, keep(dh_, {ctx.n(), padded ? width_ : out_}, dt, dev));
-      if (train_eps_) {
-        dot(*g, h_, train_eps_->grad, 0);
-        add_scaled_(dh_, *g, train_eps_->value, 1.0);
+      if (eps_param_) {
+        if (eps_grad_) dot(*g, h_, eps_param_->grad, 0);
+        add_scaled_(dh_, *g, eps_param_->value, 1.0);
       }
       if (maxk_ > 0) mul_(dh_, mask_);
       dh = &dh_;
@@ -361,14 +363,14 @@ class AggregatedLinear {
       return dx;
     }
     weight_grad(*w_, z_, dy);
-    if (!need_dx && !train_eps_) return Tensor();
+    if (!need_dx && !eps_grad_) return Tensor();
     Tensor& dz = keep(dz_, {n, in_}, dt, dev);
     gemm(dy, false, w_->value, true, dz, 0);
-    if (train_eps_) dot(dz, x_, train_eps_->grad, 0);
+    if (eps_grad_) dot(dz, x_, eps_param_->grad, 0);
     if (!need_dx) return Tensor();
     Tensor& dx = result(dx_buf_, reuse, {ctx.n(), in_});
     aggregate_backward(ctx, dz, dx);
-    if (train_eps_) add_scaled_(dx, dz, train_eps_->value, 1.0);
+    if (eps_param_) add_scaled_(dx, dz, eps_param_->value, 1.0);
     return dx;
   }
 
@@ -416,7 +418,8 @@ class AggregatedLinear {
   double eps_;
   int64_t in_, out_, maxk_;
   Parameter* w_;
-  Parameter* train_eps_;
+  Parameter* eps_param_;  // eps applied here (GIN), trainable or not
+  bool eps_grad_;
   bool transform_first_ = false;
   int64_t width_ = 0;                 // transform-first: the (padded) aggregation width
   Tensor x_, h_, z_, mask_;           // saved by forward
@@ -506,8 +509,13 @@ class SageConv : public Layer {
 
 // GIN's first MLP layer commutes with the aggregation ((1+eps) x + A x) W1 = (A + (1+eps) I)(x W1),
 // so it is applied on the narrower side like GCN's weight. With MaxK the hidden features are
-// maxk(x W1) and the MLP's ReLU is dropped (MaxK is the nonlinearity). A fixed eps rides on the
-// graph's diagonal; a trainable one is a parameter applied by AggregatedLinear.
+// maxk(x W1) and the MLP's ReLU is dropped (MaxK is the nonlinearity). Without MaxK, eps (fixed
+// or trainable) is applied by AggregatedLinear after a plain sum: the sum then runs as copy_u,
+// with no weight to read per non-zero. Riding on the graph's diagonal, eps made every weight
+// 1 + eps or 1 (2 on a self loop), a u_mul_e SpMM: H200, the directed Reddit shape, GIN 5 x 64,
+// 19.3 ms of forward aggregation an epoch against 15.8 (docs/BENCHMARKS.md). With MaxK a fixed
+// eps stays on the diagonal (the CBSR product reads the weights anyway; adding (1 + eps) maxk(h)
+// would cost two more kernels).
 class GinConv : public Layer {
  public:
   GinConv(const ConvSpec& s, DType dt, Device dev)
@@ -518,8 +526,10 @@ class GinConv : public Layer {
         w2_(make_linear_weight("mlp.2.weight", hid_, s.out, s.seed + 7919, dt, dev)),
         b2_(make_linear_bias("mlp.2.bias", hid_, s.out, s.seed + 224737, dt, dev)),
         eps_(make_scalar("eps", s.gin_eps, dt, dev)),
-        agg_(s.train_eps ? AggregatedLinear::Graphs::sum : AggregatedLinear::Graphs::gin, s.gin_eps,
-             s.in, hid_, s.maxk, &w1_, s.train_eps ? &eps_ : nullptr) {
+        agg_(s.train_eps || s.maxk == 0 ? AggregatedLinear::Graphs::sum
+                                         : AggregatedLinear::Graphs::gin,
+             s.gin_eps, s.in, hid_, s.maxk, &w1_, s.train_eps || s.maxk == 0 ? &eps_ : nullptr,
+             s.train_eps) {
     SPGNN_CHECK(s.maxk <= hid_, InvalidArgument, "gin layer: 'maxk' ", s.maxk,
                 " exceeds the MLP hidden width ", hid_);
   }
