@@ -96,6 +96,12 @@ def gspmm(g: Graph, op: str, reduce_op: str, lhs_data: Optional[Tensor] = None,
     copy_rhs, add, sub, mul, div). ``reduce_op``: sum, mean, max, min; targets without incoming
     edges get 0. ``rhs_data`` may be omitted when the graph has edge weights. ``strategy`` picks
     the kernel ("auto", or a schedule such as "gnnone:cache_size=64"; see ``spgnn strategies``).
+
+    On the GPU, rows of a width that is a multiple of 4 (8 for float16/bfloat16) load as 16-byte
+    vectors; other widths load element by element and can run over twice as long (H200, a
+    Reddit-sized graph, copy_u: 41 features 5.4-6.1 ms, 44 features 2.4-2.6 ms). Inputs are
+    never copied, so pad such features yourself (``torch.nn.functional.pad``) where speed
+    matters; ``spgnn.nn``'s layers do this internally.
     """
     g = _graph(g)
     op = _DGL_SPMM.get(op, op)
