@@ -101,9 +101,9 @@ const Graph& GraphContext::get(Pair& p, bool transposed, int kind) {
       case kMean: h = mean_normalize(host_); break;
       case kGin: {
         h = with_diagonal(host_, 1.0 + gin_eps_);
-        // eps = 0 on a graph without self loops: every weight is 1, and the aggregation is a
-        // plain sum (copy_u), which reads no weight array (4 bytes a non-zero) and runs the
-        // SpMM kernels' copy_u form.
+        // MaxK-GIN's graph (GIN without MaxK adds eps after a plain sum). eps = 0 on a graph
+        // without self loops: every weight is 1, so the CBSR products read no weight array
+        // (4 bytes a non-zero).
         const float* v = h.val.data<float>();
         if (std::all_of(v, v + h.nnz(), [](float w) { return w == 1.f; })) h.val = Tensor();
         break;
