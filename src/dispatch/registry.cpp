@@ -332,7 +332,10 @@ Schedule normalized(OpKind op, Schedule s) {
 //    "`auto` on the tiny graphs" and "`auto` against cuSPARSE on the real graphs").
 //  - Regular, dense-row graphs (average degree >= 64, degree CV < 0.5, e.g. Reddit-shaped):
 //    a warp per row streams long rows with no atomics and wins SpMM at F >= 128 (1.12-1.16x over
-//    gnnone); for SDDMM at F <= 32 cuSPARSE's CSR kernel wins (1.3x), gnnone at wider F (up to
+//    gnnone on the H100) where the average degree is at least 128 (H200, u_mul_e, float32,
+//    F = 128: degree 80 / 70 gnnone 4.90 / 17.19 ms against 6.09 / 19.22; degree 300 warp_vertex
+//    6.16 against 7.13; degree 160 level; the Reddit shape, degree 489, gnnone 6.73 against 7.39,
+//    the rule's one loss, left for the tuner); for SDDMM at F <= 32 cuSPARSE's CSR kernel wins (1.3x), gnnone at wider F (up to
 //    F = 128 cuSPARSE on cards with at least 4 TB/s of DRAM bandwidth: gpu_sddmm_choice).
 // Every proposal still passes through the strategy's supports(); pick() falls back otherwise.
 constexpr int64_t kTinyNnz = 20000;
@@ -354,8 +357,8 @@ bool regular_dense_rows(const DegreeStats& st) {
 //   no split rows from F = 128 (F = 256, degree 160 / 300 / 489: 9.68 / 10.16 / 12.31 against
 //   gnnone's 11.15 / 13.86 / 13.03). At degree 80 gnnone wins from F = 96 (F = 256: 9.70 against
 //   10.82-11.13); at degree 70 (2M rows) the two are within 4%.
-// Weighted SpMMs (u_mul_e: GCN's normalisation) keep the older rules: a group per row reads an
-// edge value per non-zero and lost to gnnone (Reddit shape, F = 16 / 32: 1.46 / 2.22 against
+// Weighted SpMMs (u_mul_e: GCN's normalisation) keep the older rule above: a group per row reads
+// an edge value per non-zero and lost to gnnone (Reddit shape, F = 16 / 32: 1.46 / 2.22 against
 // 0.94 / 1.72). Without split rows one group walks a whole row, so these schedules are kept for
 // graphs with no row far above average.
 constexpr int64_t kGroupRowMinF = 32, kGroupRowMaxF = 64;
@@ -365,38 +368,43 @@ bool no_outlier_rows(const DegreeStats& st) {
   return double(st.max_deg) <= 4 * st.avg;
 }
 
+bool long_regular_rows(const DegreeStats& st) {
+  return regular_dense_rows(st) && st.avg >= kLongRowDegree;
+}
+
 // Half precision (float16/bfloat16): SpMM has two half kernels, gnnone (edge-balanced; cut rows
-// through float32 scratch) and warp_vertex (a group per row), and float32's rule carries over:
-// warp_vertex on regular dense rows at F >= 128 (Reddit shape, bfloat16, F = 256: 9.10 against
-// gnnone's 10.86 ms; at F = 64 gnnone 2.67 against 2.98) and on tiny or empty graphs (one kernel;
-// cuSPARSE's half SpMM rounds per partial), gnnone elsewhere (R-MAT scale 21: 0.98 against 2.13
-// ms at F = 64). docs/BENCHMARKS.md, "Half SpMM". SDDMM's half kernel is shuffle.
-// On regular dense rows at 16 < F <= 32 a group of 2-4 lanes per row wins too when each warp
-// takes one task per atomic (step=1; the default 4 hands a warp four rows' groups at once) and
-// no row is split (split=-1: the automatic threshold splits these rows, and with step=1 alone
-// it is slower than gnnone): H100, the Reddit shapes (directed and symmetric), bfloat16 and
-// float16, F = 24 and 32: 1.51-1.63 ms against gnnone's 2.08-2.16 (1.32-1.38x), warp_vertex
-// with step=1 only 2.35-2.52, the default 2.44-2.61 (the tuner's pick at F = 32;
-// docs/BENCHMARKS.md, "Half SpMM on narrow regular rows").
+// through float32 scratch) and warp_vertex (a group per row). Tiny or empty graphs take
+// warp_vertex (one kernel; cuSPARSE's half SpMM rounds per partial). Everywhere else gnnone,
+// with one exception, set on the H200 (docs/BENCHMARKS.md, "Half SpMM on regular rows on the
+// H200"; the H100 rules, warp_vertex at F >= 128 and at 16 < F <= 32, predate gnnone's cheaper
+// non-zero loop and lost on this card): over seven regular graphs (the Reddit shapes and ER
+// graphs of 50K-2M rows, average degree 70-489), bfloat16 and float16,
+// - copy_u: gnnone at every F from 32 (Reddit shape, bfloat16, F = 32 / 128 / 256: 1.00 / 3.44 /
+//   6.88 ms against the old picks' 1.36 / 4.17 / 7.84); the one graph where warp_vertex won
+//   (300K rows of degree 300) it won by 3-7%.
+// - weighted ops (u_mul_e ...) at F >= 128 on long rows (average degree >= 128, no outlier row):
+//   warp_vertex with one task per atomic and no split rows (Reddit shape, float16, F = 256: 8.42
+//   against gnnone's 9.42; degree 300: 7.43 against 8.18, bfloat16), where gnnone won only at
+//   bfloat16 F = 128 on the Reddit shapes (4.29 against 4.48) and on 50K rows (0.34 against 0.40);
+//   below degree 128 gnnone (degree 80 / 70: 12-20% faster).
 Schedule gpu_spmm_choice(const DegreeStats& st, SpmmOp op, int64_t F, DType dtype) {
   if (is_half(dtype)) {
-    if (st.nnz >= kTinyNnz && regular_dense_rows(st) && F > 16 && F <= 32)
+    if (st.nnz < kTinyNnz) return Schedule{"warp_vertex", {}};
+    if (op != SpmmOp::copy_u && F >= 128 && long_regular_rows(st) && no_outlier_rows(st))
       return Schedule{"warp_vertex", {{"step", 1}, {"split", -1}}};
-    return Schedule{st.nnz < kTinyNnz || (regular_dense_rows(st) && F >= 128) ? "warp_vertex"
-                                                                               : "gnnone",
-                    {}};
+    return Schedule{"gnnone", {}};
   }
   if (st.nnz == 0) return Schedule{"warp_vertex", {}};  // one kernel, nothing to balance
   if (op == SpmmOp::copy_u && st.nnz >= kTinyNnz && regular_dense_rows(st) &&
       no_outlier_rows(st)) {
     if (F >= kGroupRowMinF && F <= kGroupRowMaxF)
       return Schedule{"warp_vertex", {{"assign", 1}, {"split", -1}}};
-    if (F > kGroupRowMaxF && st.avg >= kLongRowDegree)
+    if (F > kGroupRowMaxF && long_regular_rows(st))
       return F >= 128 ? Schedule{"warp_vertex", {{"step", 1}, {"split", -1}}}
                       : Schedule{"warp_vertex", {{"assign", 1}, {"split", -1}, {"warps", 2}}};
     return Schedule{"gnnone", {}};
   }
-  if (regular_dense_rows(st) && F >= 128) return Schedule{"warp_vertex", {}};
+  if (long_regular_rows(st) && F >= 128) return Schedule{"warp_vertex", {}};
   return Schedule{"gnnone", {}};
 }
 

@@ -75,7 +75,7 @@ struct DegreeStats {
 };
 std::shared_ptr<const DegreeStats> degree_stats(const Graph& g);
 // Whether a sum/mean SpMM of width F over g runs faster on the GPU with half-precision features
-// (warp_vertex's half kernel) than in float32 (auto). Measured on the H100 (docs/BENCHMARKS.md,
+// (the half kernels `auto` picks) than in float32 (auto). Measured on the H100 (docs/BENCHMARKS.md,
 // "Half precision"): 1.49-1.73x on the Reddit shape at F = 64..256, but 0.66-0.98x on R-MAT
 // graphs at every F and about 0.67x on the Reddit shape at F = 16, where the rows are too narrow
 // for 16-byte half loads to pay. Callers that may choose (nn::aggregate under --dtype bf16|f16)

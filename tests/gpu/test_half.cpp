@@ -369,42 +369,72 @@ TEST(HalfGpu, AutoSddmmTakesCusparseForNarrowFloat16DotsOnRegularLongRows) {
 #endif
 }
 
-// Half SpMM on regular dense rows: one group per row at 16 < F <= 32 (warp_vertex, one task per
-// atomic, no split rows), at F >= 128 (plain warp_vertex), gnnone between and on R-MAT (past
-// the tiny-graph rule's 20K edges); each checked against the oracle as `auto` runs it.
-TEST(HalfGpu, AutoSpmmTakesWarpVertexOnRegularLongRows) {
+// Half SpMM: gnnone past the tiny-graph rule, except weighted ops at F >= 128 on long regular
+// rows (average degree >= 128, no row above 4x the average), which take warp_vertex with one
+// task per atomic and no split rows; copy_u stays with gnnone there, as does a long-row graph
+// with one outlier row, a degree-96 graph and R-MAT. Each resolved schedule runs against the
+// oracle, as `auto` runs it.
+TEST(HalfGpu, AutoSpmmTakesGnnoneButForWeightedWideLongRows) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
-  const Graphs dense = regular_long_rows(seed_for(77));
+  const Graphs dense = regular_long_rows(seed_for(77));  // average degree 96
+  const Graphs longer = with_device_copy(generate_erdos_renyi(1200, 400, seed_for(79)));
   const Graphs rmat = rmat_past_tiny(seed_for(78));
+  // degree ~150 with row 0 widened to 700 non-zeros: > 4x the average, CV still < 0.5
+  const Graph base = generate_erdos_renyi(4000, 150, seed_for(80));
+  std::vector<int64_t> rows = base.row.astype(DType::i64).to_vector<int64_t>();
+  std::vector<int64_t> cols = base.col.astype(DType::i64).to_vector<int64_t>();
+  for (int64_t j = 0; j < 700; ++j) {
+    rows.push_back(0);
+    cols.push_back(j);
+  }
+  const Graphs outlier = with_device_copy(graph_from_edges(base.n_rows, base.n_cols, rows, cols));
+  ASSERT_GE(detail::degree_stats(outlier.host)->avg, 128);
+  ASSERT_GT(double(detail::degree_stats(outlier.host)->max_deg),
+            4 * detail::degree_stats(outlier.host)->avg);
+  ASSERT_LT(detail::degree_stats(outlier.host)->cv, 0.5);
+  using P = std::map<std::string, int64_t>;
+  const P row_task = {{"step", 1}, {"split", -1}};
+  const SpmmOp cu = SpmmOp::copy_u, mul = SpmmOp::u_mul_e;
   struct Case {
     const Graphs* g;
     const char* gname;
+    SpmmOp op;
     int64_t F;
     const char* want;
-    int64_t step;  // warp_vertex's step and split as resolved (4 and 0: the defaults)
-    int64_t split;
+    P params;  // as resolved, defaults left out
   };
-  for (const Case& c : {Case{&dense, "dense regular", 32, "warp_vertex", 1, -1},
-                        Case{&dense, "dense regular", 20, "warp_vertex", 1, -1},
-                        Case{&dense, "dense regular", 16, "gnnone", 0, 0},
-                        Case{&dense, "dense regular", 64, "gnnone", 0, 0},
-                        Case{&dense, "dense regular", 128, "warp_vertex", 4, 0},
-                        Case{&rmat, "rmat", 32, "gnnone", 0, 0}})
+  const std::vector<Case> cases = {
+      {&dense, "degree 96", mul, 16, "gnnone", {}},
+      {&dense, "degree 96", mul, 24, "gnnone", {}},
+      {&dense, "degree 96", mul, 32, "gnnone", {}},
+      {&dense, "degree 96", mul, 128, "gnnone", {}},
+      {&dense, "degree 96", cu, 256, "gnnone", {}},
+      {&longer, "degree 400", mul, 64, "gnnone", {}},
+      {&longer, "degree 400", mul, 128, "warp_vertex", row_task},
+      {&longer, "degree 400", mul, 256, "warp_vertex", row_task},
+      {&longer, "degree 400", cu, 32, "gnnone", {}},
+      {&longer, "degree 400", cu, 128, "gnnone", {}},
+      {&longer, "degree 400", cu, 256, "gnnone", {}},
+      {&outlier, "degree 150, one row of 700", mul, 128, "gnnone", {}},
+      {&rmat, "rmat", mul, 32, "gnnone", {}},
+      {&rmat, "rmat", mul, 128, "gnnone", {}},
+  };
+  for (const Case& c : cases)
     for (DType h : {DType::bf16, DType::f16}) {
-      SCOPED_TRACE(std::string(c.gname) + " " + dtype_name(h) + " F=" + std::to_string(c.F));
-      const Schedule s =
-          resolve_spmm_schedule(c.g->dev, SpmmOp::u_mul_e, Reduce::sum, c.F, Schedule{}, h);
+      SCOPED_TRACE(std::string(c.gname) + " " + dtype_name(h) + " " + name(c.op) +
+                   " F=" + std::to_string(c.F));
+      const Schedule s = resolve_spmm_schedule(c.g->dev, c.op, Reduce::sum, c.F, Schedule{}, h);
       EXPECT_EQ(s.strategy, c.want);
-      if (s.strategy == "warp_vertex") {
-        EXPECT_EQ(s.params.count("step") ? s.params.at("step") : 4, c.step);
-        EXPECT_EQ(s.params.count("split") ? s.params.at("split") : 0, c.split);
+      EXPECT_EQ(s.params, c.params) << s.str();
+      if (c.op == mul) {
+        check_half_spmm_on(*c.g, c.gname, h, mul, Reduce::sum, c.F, 1, DType::f32, "auto");
+        check_half_spmm_on(*c.g, c.gname, h, mul, Reduce::mean, c.F, 1, h, "auto");
+      } else {
+        check_half_spmm_on(*c.g, c.gname, h, cu, Reduce::sum, c.F, 0, DType::f32, "auto");
+        check_half_spmm_on(*c.g, c.gname, h, cu, Reduce::mean, c.F, 0, DType::f32, "auto");
       }
-      check_half_spmm_on(*c.g, c.gname, h, SpmmOp::u_mul_e, Reduce::sum, c.F, 1, DType::f32,
-                         "auto");
-      check_half_spmm_on(*c.g, c.gname, h, SpmmOp::copy_u, Reduce::mean, c.F, 0, DType::f32,
-                         "auto");
     }
 #endif
 }

@@ -388,8 +388,9 @@ TEST(AutoGpu, TinyGraphsTakeGnnoneAtEveryWidth) {
 // `auto`'s float32 copy_u SpMM on regular rows: a group per row with hardware assignment and no
 // split rows at 32 <= F <= 64 (gnnone below); wider, warp_vertex without split rows only where
 // rows are long (average degree >= 128: 2 warps a block below F = 128, one task per atomic from
-// it), gnnone where they are not. Weighted SpMMs (u_mul_e), a regular graph with one row far above
-// average, and R-MAT keep the earlier rules. Each resolved schedule runs against cpu_ref.
+// it), gnnone where they are not. Weighted SpMMs (u_mul_e) and a regular graph with one row far
+// above average keep the earlier rule (plain warp_vertex from F = 128 where the average degree
+// is >= 128, gnnone below), R-MAT gnnone. Each resolved schedule runs against cpu_ref.
 TEST(AutoGpu, Float32SpmmOnRegularRowsFollowsOpWidthAndRowLength) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
@@ -427,15 +428,17 @@ TEST(AutoGpu, Float32SpmmOnRegularRowsFollowsOpWidthAndRowLength) {
       {&dense, "degree 96", cu, 96, "gnnone", {}},
       {&dense, "degree 96", cu, 256, "gnnone", {}},
       {&dense, "degree 96", mul, 64, "gnnone", {}},
-      {&dense, "degree 96", mul, 128, "warp_vertex", {}},
+      {&dense, "degree 96", mul, 128, "gnnone", {}},
       {&longer, "degree 400", cu, 24, "gnnone", {}},
       {&longer, "degree 400", cu, 41, "warp_vertex", group},
       {&longer, "degree 400", cu, 96, "warp_vertex", {{"assign", 1}, {"split", -1}, {"warps", 2}}},
       {&longer, "degree 400", cu, 128, "warp_vertex", {{"step", 1}, {"split", -1}}},
       {&longer, "degree 400", cu, 256, "warp_vertex", {{"step", 1}, {"split", -1}}},
       {&longer, "degree 400", mul, 32, "gnnone", {}},
+      {&longer, "degree 400", mul, 128, "warp_vertex", {}},
+      {&longer, "degree 400", mul, 256, "warp_vertex", {}},
       {&outlier, "degree 96, one row of 600", cu, 64, "gnnone", {}},
-      {&outlier, "degree 96, one row of 600", cu, 128, "warp_vertex", {}},
+      {&outlier, "degree 96, one row of 600", cu, 128, "gnnone", {}},
       {&rmat, "rmat", cu, 64, "gnnone", {}},
   };
   for (const Case& c : cases) {
