@@ -51,9 +51,10 @@ std::vector<StrategyInfo> list_strategies(OpKind op);
 const StrategyInfo& find_strategy(OpKind op, const std::string& name);
 void check_schedule(OpKind op, const Schedule& s);
 
-// The narrowest feature width at which gspmm's half-precision GPU kernel beat float32 in the
-// measurements behind `auto` (docs/STRATEGIES.md): code that picks an aggregation's dtype
-// (`spgnn train --dtype bf16|f16`, the Python package under torch.autocast) keeps float32 below.
+// The feature width whose multiples gspmm's half-precision GPU kernel beat float32 at on every
+// graph of the measurements behind `auto` (64; docs/STRATEGIES.md): code that picks an
+// aggregation's dtype without seeing the graph (the Python package under torch.autocast) keeps
+// float32 at other widths; `spgnn train --dtype bf16|f16` also reads the graph's degrees.
 int64_t half_spmm_min_width();
 
 }  // namespace spgnn

@@ -559,7 +559,9 @@ std::string cbsr_schedule_problem(const CbsrProblem& p, const Schedule& s) {
 }
 
 bool half_spmm_pays(const Graph& g, int64_t F) {
-  return g.device().is_cuda() && F >= kHalfSpmmMinF && regular_dense_rows(*degree_stats(g));
+  const bool width = F % kHalfSpmmWidthMultiple == 0 && F >= kHalfSpmmMinRegularF &&
+                     (F <= kHalfSpmmMinF || F % kHalfSpmmMinF == 0);
+  return g.device().is_cuda() && width && regular_dense_rows(*degree_stats(g));
 }
 
 Schedule heuristic_spmm_schedule(const SpmmProblem& p) {

@@ -10,8 +10,10 @@
 namespace spgnn::nn::detail {
 
 // The width a transform-first aggregation of width f runs at for operands like x: f rounded up
-// to a multiple of 4 on the GPU (zero columns), f itself on the host.
-int64_t aggregation_width(int64_t f, const Tensor& x);
+// to a multiple of 4 on the GPU (zero columns), f itself on the host. With half aggregations
+// (aggregation_dtype() != f32) and a graph `g`, f rounded up to a multiple of 8 instead where the
+// half SpMM pays at that width over g (spgnn::detail::half_spmm_pays).
+int64_t aggregation_width(int64_t f, const Tensor& x, const Graph* g = nullptr);
 // Tests: pad on the host too, so the padded path can be checked against the float64 reference.
 void force_aggregation_padding(bool on);
 

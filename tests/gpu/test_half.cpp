@@ -16,8 +16,10 @@
 
 #include "dispatch/registry.hpp"
 #include "gpu/gpu_check.hpp"
+#include "nn/layers_internal.hpp"
 #include "spgnn/schedule.hpp"
 #include "spgnn/nn/functional.hpp"
+#include "spgnn/nn/layers.hpp"
 #include "spgnn/tune.hpp"
 
 namespace spgnn::test {
@@ -508,8 +510,13 @@ TEST(HalfGpu, NnAggregateInBfloat16WhereItPays) {
   cases.push_back({"rmat F=40", graphs(GraphKind::rmat, DType::i32).host, 40, false});
   const Graph dense = generate_erdos_renyi(3000, 96, seed_for(75));  // avg 96, CV ~0.1
   cases.push_back({"dense regular F=16", dense, 16, false});
+  cases.push_back({"dense regular F=32", dense, 32, true});
+  cases.push_back({"dense regular F=44", dense, 44, false});  // not a multiple of 8
+  cases.push_back({"dense regular F=48", dense, 48, true});
   cases.push_back({"dense regular F=64", dense, 64, true});
-  cases.push_back({"dense regular F=70", dense, 70, true});
+  cases.push_back({"dense regular F=70", dense, 70, false});
+  cases.push_back({"dense regular F=72", dense, 72, false});  // past 64: multiples of 64 only
+  cases.push_back({"dense regular F=128", dense, 128, true});
   for (const Case& c : cases) {
     const Graph dev = c.host.to(Device::cuda());
     EXPECT_EQ(detail::half_spmm_pays(dev, c.F), c.half) << c.what;
@@ -525,6 +532,58 @@ TEST(HalfGpu, NnAggregateInBfloat16WhereItPays) {
       EXPECT_LT(rel_error(got, host), half_tol(DType::bf16)) << c.what << " " << name(r);
       if (c.half) EXPECT_GT(rel_error(got, f32), 1e-5) << c.what << " " << name(r);
       else EXPECT_LT(rel_error(got, f32), 1e-6) << c.what << " " << name(r);
+    }
+    nn::set_aggregation_dtype(DType::f32);
+  }
+  // Transform-first layers pad their aggregation to a multiple of 8 under half aggregations where
+  // the half SpMM pays at that width (the dense graph), to a multiple of 4 otherwise.
+  const Graph dense_dev = dense.to(Device::cuda());
+  const Graph rmat_dev = graphs(GraphKind::rmat, DType::i32).dev;
+  const Tensor xd = Tensor::zeros({4, 8}, DType::f32, Device::cuda());
+  const Tensor xh = Tensor::zeros({4, 8}, DType::f32);
+  EXPECT_EQ(nn::detail::aggregation_width(41, xd, &dense_dev), 44);  // float32 aggregations
+  nn::set_aggregation_dtype(DType::bf16);
+  EXPECT_EQ(nn::detail::aggregation_width(41, xd, &dense_dev), 48);
+  EXPECT_EQ(nn::detail::aggregation_width(20, xd, &dense_dev), 20);  // 24 < 32: float32 at 20
+  EXPECT_EQ(nn::detail::aggregation_width(41, xd, &rmat_dev), 44);
+  EXPECT_EQ(nn::detail::aggregation_width(41, xd), 44);
+  EXPECT_EQ(nn::detail::aggregation_width(41, xh, &dense), 41);  // the host: no padding
+  nn::set_aggregation_dtype(DType::f32);
+#endif
+}
+
+// Layers under bfloat16 aggregations on a regular dense graph: a 41-wide transform-first
+// aggregation runs in bfloat16 at 48 (zero columns) on the GPU and unpadded on the host, which
+// rounds to bfloat16 as the GPU does; forward, d x and every weight gradient agree to bfloat16's
+// tolerance, and the padded columns never reach the output.
+TEST(HalfGpu, LayersPadHalfAggregationsToEight) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  const Graph g = generate_erdos_renyi(3000, 96, seed_for(87));
+  for (nn::ConvKind kind : {nn::ConvKind::gcn, nn::ConvKind::sage, nn::ConvKind::gin}) {
+    SCOPED_TRACE(nn::conv_name(kind));
+    nn::ConvSpec s;
+    s.kind = kind;
+    s.in = 70;
+    s.out = 41;
+    s.seed = 5;
+    nn::set_aggregation_dtype(DType::bf16);
+    nn::GraphContext hctx(g, Device::cpu()), dctx(g, Device::cuda());
+    auto hl = nn::make_conv(s, DType::f32, Device::cpu());
+    auto dl = nn::make_conv(s, DType::f32, Device::cuda());
+    const Tensor x = random_tensor({g.n_rows, s.in}, seed_for(88));
+    const Tensor r = random_tensor({g.n_rows, hl->out_width()}, seed_for(89));
+    const Tensor hy = hl->forward(hctx, x, false, 0);
+    const Tensor dy = dl->forward(dctx, x.to(Device::cuda()), false, 0);
+    ASSERT_EQ(dy.shape(), hy.shape());
+    EXPECT_LT(rel_error(dy, hy), half_tol(DType::bf16)) << "forward";
+    const Tensor hdx = hl->backward(hctx, r, true);
+    const Tensor ddx = dl->backward(dctx, r.to(Device::cuda()), true);
+    EXPECT_LT(rel_error(ddx, hdx), half_tol(DType::bf16)) << "grad x";
+    auto hp = hl->parameters(), dp = dl->parameters();
+    for (size_t i = 0; i < hp.size(); ++i) {
+      if (hp[i]->name == "eps") continue;
+      EXPECT_LT(rel_error(dp[i]->grad, hp[i]->grad), half_tol(DType::bf16)) << hp[i]->name;
     }
     nn::set_aggregation_dtype(DType::f32);
   }
