@@ -335,8 +335,9 @@ Schedule normalized(OpKind op, Schedule s) {
 //    gnnone on the H100) where the average degree is at least 128 (H200, u_mul_e, float32,
 //    F = 128: degree 80 / 70 gnnone 4.90 / 17.19 ms against 6.09 / 19.22; degree 300 warp_vertex
 //    6.16 against 7.13; degree 160 level; the Reddit shape, degree 489, gnnone 6.73 against 7.39,
-//    the rule's one loss, left for the tuner); for SDDMM at F <= 32 cuSPARSE's CSR kernel wins (1.3x), gnnone at wider F (up to
-//    F = 128 cuSPARSE on cards with at least 4 TB/s of DRAM bandwidth: gpu_sddmm_choice).
+//    the rule's one loss, left for the tuner); for SDDMM at F <= 32 cuSPARSE's CSR kernel wins
+//    (1.3x), gnnone at wider F (up to F = 128 cuSPARSE on cards with at least 4 TB/s of DRAM
+//    bandwidth: gpu_sddmm_choice).
 // Every proposal still passes through the strategy's supports(); pick() falls back otherwise.
 constexpr int64_t kTinyNnz = 20000;
 constexpr double kDenseRowDegree = 64;
@@ -379,9 +380,9 @@ bool long_regular_rows(const DegreeStats& st) {
 // H200"; the H100 rules, warp_vertex at F >= 128 and at 16 < F <= 32, predate gnnone's cheaper
 // non-zero loop and lost on this card): over seven regular graphs (the Reddit shapes and ER
 // graphs of 50K-2M rows, average degree 70-489), bfloat16 and float16,
-// - copy_u: gnnone at every F from 32 (Reddit shape, bfloat16, F = 32 / 128 / 256: 1.00 / 3.44 /
-//   6.88 ms against the old picks' 1.36 / 4.17 / 7.84); the one graph where warp_vertex won
-//   (300K rows of degree 300) it won by 3-7%.
+// - copy_u: gnnone at every width (measured from 32: Reddit shape, bfloat16, F = 32 / 128 /
+//   256: 1.00 / 3.44 / 6.88 ms against the old picks' 1.36 / 4.17 / 7.84); on the one graph
+//   where warp_vertex won (300K rows of degree 300) it won by 3-7%.
 // - weighted ops (u_mul_e ...) at F >= 128 on long rows (average degree >= 128, no outlier row):
 //   warp_vertex with one task per atomic and no split rows (Reddit shape, float16, F = 256: 8.42
 //   against gnnone's 9.42; degree 300: 7.43 against 8.18, bfloat16), where gnnone won only at
