@@ -8,6 +8,7 @@ COO); edge tensors passed to or returned by ``spgnn.ops`` stay in *your* edge or
 from __future__ import annotations
 
 import collections
+import numbers
 import threading
 from typing import Optional, Tuple, Union
 
@@ -52,14 +53,16 @@ class Graph:
         if size is not None:
             if num_nodes is not None:
                 raise ValueError("pass either num_nodes or size=(num_src_nodes, num_dst_nodes)")
-            n_src, n_dst = (int(s) for s in size)
+            if not isinstance(size, (tuple, list)) or len(size) != 2:
+                raise ValueError("size must be a pair (num_src_nodes, num_dst_nodes), got "
+                                 f"{size!r}")
+            n_src = _check_count(size[0], "size[0]")
+            n_dst = _check_count(size[1], "size[1]")
         else:
             if num_nodes is None:
                 # PyG's maybe_num_nodes: one more than the largest id.
                 num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
             n_src = n_dst = _check_count(num_nodes, "num_nodes")
-        _check_count(n_src, "size[0]")
-        _check_count(n_dst, "size[1]")
         if edge_weight is not None:
             check_tensor(edge_weight, "edge_weight", ndim=(1,), dtypes=(torch.float32,),
                          device=edge_index.device, rows=edge_index.shape[1],
@@ -75,6 +78,19 @@ class Graph:
                               f"({e})") from e
         base, nnz = _base_from(built)
         self._init(base, nnz)
+
+    # Pickling (torch.save, copy.deepcopy, multiprocessing) goes by value: the edge list in the
+    # order it was built from, its weights and sizes, rebuilt on load (the handle inside names a
+    # graph of this process only, and another process may hold a different graph under it).
+    def __reduce__(self):
+        ei, w = self.edge_index.cpu(), self.edge_weight
+        w = None if w is None else w.cpu()
+        order = self.edge_order()
+        if order is not None:  # back to the caller's edge order, so edge_order() survives
+            order = order.cpu()
+            ei = torch.empty_like(ei).index_copy_(1, order, ei)
+            w = None if w is None else torch.empty_like(w).index_copy_(0, order, w)
+        return (_rebuild, (ei, w, self.num_src_nodes, self.num_dst_nodes, str(self.device)))
 
     def _init(self, base: Tensor, nnz: int):
         self._base = base
@@ -211,11 +227,25 @@ class Graph:
         return self.to("cpu")
 
 
+def _rebuild(edge_index: Tensor, edge_weight: Optional[Tensor], n_src: int, n_dst: int,
+             device: str) -> Graph:
+    return Graph(edge_index, edge_weight=edge_weight, size=(n_src, n_dst)).to(device)
+
+
 def _check_count(n, name: str) -> int:
+    """A node count: an int (numpy's integers too) or a one-element integer tensor; never a
+    float or a bool, which int() would silently truncate."""
     if isinstance(n, Tensor):
+        if n.numel() != 1 or n.is_floating_point() or n.is_complex() or n.dtype == torch.bool:
+            raise ValueError(f"{name} must be a non-negative int, got a tensor of dtype "
+                             f"{n.dtype} and shape {tuple(n.shape)}")
+        n = int(n)
+    if isinstance(n, numbers.Integral) and not isinstance(n, bool):
         n = int(n)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"{name} must be a non-negative int, got {n!r}")
+    if n >= 2 ** 62:
+        raise ValueError(f"{name} = {n} is too large")
     return n
 
 

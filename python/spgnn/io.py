@@ -27,12 +27,20 @@ def _add_masks(out: SimpleNamespace, n: int) -> None:
 def _path(path, name: str = "path") -> str:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
-    return os.fspath(path)
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if "\0" in path:  # the C++ reader would stop at the NUL and open another file
+        raise ValueError(f"{name} contains a NUL character: {path!r}")
+    return path
 
 
 def read_npy(path: str) -> torch.Tensor:
     """A .npy (or .npy.gz / .npy.zst) file as a CPU tensor."""
-    return torch.from_dlpack(C.read_npy(_path(path)))
+    path = _path(path)
+    if os.path.exists(path) and not os.path.isfile(path):  # /dev/zero, a FIFO: no end to read
+        raise ValueError(f"{path}: not a regular file")
+    return torch.from_dlpack(C.read_npy(path))
 
 
 def read_dataset(path: str, edge_index_rows: str = "auto", *,

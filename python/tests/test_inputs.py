@@ -196,6 +196,66 @@ def test_read_dataset_names_nonfinite_features_unless_allowed(tmp_path):
         spgnn.io.read_dataset(tmp_path, 1)
 
 
+def test_node_counts_are_checked_not_truncated():
+    ei = torch.tensor([[0, 1], [1, 2]])
+    for bad in (torch.tensor(5.9), torch.tensor([5, 5]), torch.tensor(True), 5.0, True, "5"):
+        with pytest.raises(ValueError, match="num_nodes must be a non-negative int"):
+            spgnn.Graph(ei, bad)
+    for bad in ((5.9, 5.9), ("5", "5"), (True, True), (np.float64(5), 5)):
+        with pytest.raises(ValueError, match=r"size\[0\] must be a non-negative int"):
+            spgnn.Graph(ei, size=bad)
+    for bad in (5, (5, 5, 5), [5]):
+        with pytest.raises(ValueError, match="size must be a pair"):
+            spgnn.Graph(ei, size=bad)
+    with pytest.raises(ValueError, match="too large"):
+        spgnn.Graph(ei, 2 ** 64)
+    # numpy's integers and one-element integer tensors are counts
+    assert spgnn.Graph(ei, np.int64(5)).num_nodes == 5
+    assert spgnn.Graph(ei, torch.tensor(5)).num_nodes == 5
+    assert spgnn.Graph(ei, size=(np.int32(3), 4)).num_src_nodes == 3
+
+
+def test_graphs_pickle_by_value(gen):
+    """torch.save / pickle / deepcopy carry the edges, not the process-local handle: a graph
+    loaded where another graph is live is still itself, with its edge order and weights."""
+    import copy
+    import io
+    import pickle
+    ei, n = make_edge_index("skewed", gen)
+    ei = torch.cat([ei, ei[:, :7]], 1)  # duplicate edges, unsorted
+    w = torch.rand(ei.shape[1], generator=gen) + 0.5
+    g = spgnn.Graph(ei, n + 3, w)
+    assert g.edge_order() is not None
+    x = randn(gen, n + 3, 5)
+    want = ops.u_mul_e_sum(g, x, g.edge_weight)
+    buf = io.BytesIO()
+    torch.save(g, buf)
+    blob = pickle.dumps(g)
+    clone = copy.deepcopy(g)
+    del g
+    others = [spgnn.Graph(torch.tensor([[0, 0], [0, 1]]), 2) for _ in range(3)]  # reuse ids
+    buf.seek(0)
+    for h in (torch.load(buf, weights_only=False), pickle.loads(blob), clone):
+        assert (h.num_src_nodes, h.num_dst_nodes, h.num_edges) == (n + 3, n + 3, ei.shape[1])
+        assert torch.equal(h.edge_order(), spgnn.Graph(ei, n + 3, w).edge_order())
+        assert torch.equal(h.edge_weight, spgnn.Graph(ei, n + 3, w).edge_weight)
+        assert torch.allclose(ops.u_mul_e_sum(h, x, h.edge_weight), want)
+    assert others[0].num_edges == 2
+
+
+def test_read_npy_names_paths_it_cannot_read(tmp_path):
+    p = tmp_path / "a.npy"
+    np.save(p, np.arange(3, dtype=np.int64))
+    with pytest.raises(ValueError, match="path contains a NUL character"):
+        spgnn.io.read_npy(str(p) + "\0junk")
+    with pytest.raises(ValueError, match="not a regular file"):
+        spgnn.io.read_npy(tmp_path)
+    if __import__("os").path.exists("/dev/zero"):
+        with pytest.raises(ValueError, match="not a regular file"):
+            spgnn.io.read_npy("/dev/zero")
+    assert spgnn.io.read_npy(p).tolist() == [0, 1, 2]
+
+
 def test_handles_cannot_be_forged():
     with pytest.raises((ValueError, TypeError), match="graph handle"):
         torch.ops.spgnn.gspmm(torch.arange(5), "copy_u", "sum", torch.ones(5, 2), None, 5, "")
