@@ -298,7 +298,7 @@ class AggregatedLinear {
     }
     transform_first_ = out_ <= in_;
     if (transform_first_) {
-      width_ = detail::aggregation_width(out_, x, &ctx.plain(false));
+      width_ = detail::aggregation_width(out_, x, &forward_graph(ctx));
       Tensor& h = keep(h_, {n, width_}, dt, dev);
       gemm(x, false, transform_weight(), false, h, 0);
       Tensor& agg = width_ == out_ ? out : keep(agg_, {n, width_}, dt, dev);
@@ -384,13 +384,18 @@ class AggregatedLinear {
   }
 
  private:
-  // Forward aggregation: SAGE's mean reads the bare pattern (copy_u, mean), the others their
-  // weighted graph; the backward one runs over the transposed weighted graph (sum).
+  // Forward aggregation: SAGE's mean and the plain sum (GIN) read the bare pattern (copy_u), the
+  // others their weighted graph; the backward one runs over the transposed weighted graph (sum).
+  bool plain_forward() const { return graphs_ == Graphs::mean || graphs_ == Graphs::sum; }
+  // The graph the forward aggregation runs over (also what the aggregation width is chosen for:
+  // a variant the layer never aggregates over is not built for it).
+  const Graph& forward_graph(GraphContext& ctx) {
+    return plain_forward() ? ctx.plain(false) : weighted(ctx);
+  }
   void aggregate_forward(GraphContext& ctx, const Tensor& x, Tensor& out) {
-    if (graphs_ == Graphs::mean) return aggregate(ctx.plain(false), Tensor(), Reduce::mean, x, out, ctx.options());
-    if (graphs_ == Graphs::sum) return aggregate(ctx.plain(false), Tensor(), Reduce::sum, x, out, ctx.options());
-    const Graph& g = weighted(ctx);
-    aggregate(g, g.val, Reduce::sum, x, out, ctx.options());
+    const Graph& g = forward_graph(ctx);
+    aggregate(g, plain_forward() ? Tensor() : g.val,
+              graphs_ == Graphs::mean ? Reduce::mean : Reduce::sum, x, out, ctx.options());
   }
   void aggregate_backward(GraphContext& ctx, const Tensor& dy, Tensor& out) {
     if (graphs_ == Graphs::mean) {
