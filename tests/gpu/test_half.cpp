@@ -441,6 +441,28 @@ TEST(HalfGpu, AutoSpmmTakesGnnoneButForWeightedWideLongRows) {
 #endif
 }
 
+// gnnone's half chunk on a graph whose 8-lane chunk is the widest within 60% of L2 (160K
+// columns; Reddit-sized graphs): rows of 64 < F < 128 halves run one pass of 16 lanes, the
+// other widths the chunk rule; each against the oracle, poisoned outputs.
+TEST(HalfGpu, GnnoneOnePassBetweenTwoEightLaneChunks) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  const int64_t cols = 160000;  // x 128 bytes < 0.6 x 50 MB < x 256 bytes
+  std::vector<int64_t> rows, colv;
+  std::mt19937_64 rng(seed_for(90));
+  for (int64_t r = 0; r < 3000; ++r)
+    for (int j = 0; j < 40; ++j) {
+      rows.push_back(r);
+      colv.push_back(int64_t(rng() % uint64_t(cols)));
+    }
+  const Graphs G = with_device_copy(graph_from_edges(3000, cols, rows, colv));
+  for (DType h : {DType::bf16, DType::f16})
+    for (int64_t F : {64, 72, 88, 120, 128, 136})
+      check_half_spmm_on(G, "160K columns", h, SpmmOp::u_mul_e, Reduce::sum, F, 1, DType::f32,
+                         "gnnone");
+#endif
+}
+
 TEST(HalfGpu, Fp16RowSumOfDegree10000MatchesFloat32Accumulation) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA

@@ -465,9 +465,9 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
   // A group covers at most max_group_lanes lanes of 16 bytes (4 floats or 8 halves: the same
   // L2 working set per lane).
   // float32 takes the whole row in one pass where it fits L2 (gnnone_max_group); half keeps the
-  // chunk rule alone (not measured with the whole-row rule).
-  const int max_group =
-      gnnone::max_group_lanes(p.F, g.n_cols, g.device().index, !elem::kIsHalf<T>);
+  // chunk rule, and doubles an 8-lane chunk where the row would otherwise need a second, partly
+  // filled pass (below).
+  int max_group = gnnone::max_group_lanes(p.F, g.n_cols, g.device().index, !elem::kIsHalf<T>);
   gnnone::Geometry geo;
   if constexpr (elem::kIsHalf<T>) {
     // 8 halves per lane where F and the pointers allow, else pairs (as warp_vertex: one
@@ -478,6 +478,17 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
                 " is too large");
     geo.V = V;
     geo.nv = static_cast<int>(p.F / V);
+    // Between one and two 8-lane chunks of 16-byte vectors (64 < F < 128, F % 8 == 0), one pass
+    // of 16 lanes: the Reddit shape (233K columns, where 8 lanes is the widest chunk within 60%
+    // of L2), bfloat16 copy_u, F = 72 / 80 / 96 / 104 / 112 / 120: 2.62 / 2.75 / 3.04 / 3.53 /
+    // 3.79 / 4.35 ms against two passes' 4.17 / 4.42 / 4.37 / 6.90 / 6.77 / 8.05 (H200,
+    // SPGNN_GNNONE_MAX_GROUP=16 against the default; float32 `auto` 3.65-5.83 there). A half
+    // pass moves half the feature bytes of a float32 one, so the per-pass walk over the
+    // non-zeros weighs more than the larger L2 working set: one pass won even where the matrix
+    // exceeded L2 (F = 120, 56 MB). Full second passes (F = 128) keep two.
+    if (V == 8 && max_group == 8 && !gnnone::forced_max_group() && geo.nv > 8 && geo.nv % 8 != 0 &&
+        geo.nv < 16)
+      max_group = 16;
     while ((1 << geo.g_log2) < geo.nv && (2 << geo.g_log2) <= max_group) ++geo.g_log2;
     geo.passes = (geo.nv + (1 << geo.g_log2) - 1) >> geo.g_log2;
   } else {
