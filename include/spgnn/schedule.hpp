@@ -51,10 +51,11 @@ std::vector<StrategyInfo> list_strategies(OpKind op);
 const StrategyInfo& find_strategy(OpKind op, const std::string& name);
 void check_schedule(OpKind op, const Schedule& s);
 
-// The feature width whose multiples gspmm's half-precision GPU kernel beat float32 at on every
-// graph of the measurements behind `auto` (64; docs/STRATEGIES.md): code that picks an
-// aggregation's dtype without seeing the graph (the Python package under torch.autocast) keeps
-// float32 at other widths; `spgnn train --dtype bf16|f16` also reads the graph's degrees.
-int64_t half_spmm_min_width();
+// Whether gspmm's half-precision GPU kernel beat float32 at feature width F on every graph of
+// the measurements behind `auto` (multiples of 8 from 64 to 128, then multiples of 64;
+// docs/STRATEGIES.md): code that picks an aggregation's dtype without seeing the graph (the
+// Python package under torch.autocast) keeps float32 at other widths; `spgnn train --dtype
+// bf16|f16` also reads the graph's degrees.
+bool half_spmm_width_pays(int64_t F);
 
 }  // namespace spgnn

@@ -783,11 +783,12 @@ register_autograd(f"{_lib}::dropout", _dropout_backward, setup_context=_dropout_
 # to one dtype before it runs, so that a layer may mix an autocast GEMM's half output with float32
 # parameters or graph weights: the autocast dtype on the CPU (float16/bfloat16 run there in
 # float32 with one rounding per result); on the GPU the autocast dtype for the ops with half
-# kernels (gspmm, gsddmm), float32 for the others, and for g-SpMMs float32 unless the width is a
-# multiple of C.half_spmm_min_f (64): narrower, the GPU's half SpMM is slower than float32 on
-# R-MAT graphs (0.86-0.92x at F = 40-56, H200), and between multiples of 64 on the Reddit shape
-# (0.61-0.99x at F = 68-136; docs/STRATEGIES.md). Only the width decides (not the graph's degrees,
-# as `spgnn train` does): torch.compile runs this on fake tensors, and eager and compiled code
+# kernels (gspmm, gsddmm), float32 for the others, and for g-SpMMs float32 unless
+# C.half_spmm_width_pays(width) (multiples of 8 from 64 to 128, then multiples of 64): elsewhere
+# the GPU's half SpMM is slower than float32 on R-MAT graphs (0.86-0.92x at F = 40-56, H200),
+# and on the Reddit shape at widths off 8 or between multiples of 64 past 128 (0.6-1.0x at
+# F = 68 / 100 / 136; docs/STRATEGIES.md). Only the width decides (not the graph's degrees, as
+# `spgnn train` does): torch.compile runs this on fake tensors, and eager and compiled code
 # must pick the same dtype.
 # The dtype is read at each call, so one registration serves bfloat16 and float16 regions.
 
@@ -814,7 +815,7 @@ def _gpu_half_pays(name: str, args) -> bool:
     if name in ("gspmm", "gspmm_arg"):
         _h, op, _reduce, u, e = args[:5]
         width = _spmm_width(op, u, e)
-        return width > 0 and width % C.half_spmm_min_f == 0
+        return C.half_spmm_width_pays(int(width))
     return True
 
 

@@ -96,7 +96,6 @@ NB_MODULE(_C, m) {
   using namespace spgnn::py;
   m.doc() = "spgnn's compiled core (internal; use the spgnn package)";
   m.attr("with_cuda") = bool(SPGNN_WITH_CUDA);
-  m.attr("half_spmm_min_f") = half_spmm_min_width();
 #ifdef SPGNN_VERSION
   m.attr("__version__") = SPGNN_VERSION;
 #endif
@@ -117,6 +116,7 @@ NB_MODULE(_C, m) {
   });
 
   m.def("cuda_available", &cuda_available);
+  m.def("half_spmm_width_pays", &half_spmm_width_pays, "width"_a);
 
   // ---- graphs ---------------------------------------------------------------------------------
   m.def(

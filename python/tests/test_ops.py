@@ -489,21 +489,20 @@ def test_gsddmm_half_precision_on_the_cpu(gen, dtype):
 
 
 def test_autocast_picks_float32_for_narrow_gpu_aggregations():
-    """The GPU autocast rule (the half g-SpMM runs at multiples of C.half_spmm_min_f features
-    only), checked on its inputs: it reads only widths, so fake tensors under torch.compile get
-    the same pick."""
+    """The GPU autocast rule (the half g-SpMM runs at multiples of 8 features from 64 to 128,
+    then at multiples of 64), checked on its inputs: it reads only widths, so fake tensors under
+    torch.compile get the same pick."""
     from spgnn._ops import _gpu_half_pays
-    m = spgnn._C.half_spmm_min_f
-    assert m == 64
     h = torch.zeros(1, dtype=torch.int64)
-    for F, want in ((0, False), (1, False), (16, False), (m - 1, False), (m, True), (72, False),
-                    (130, False), (128, True), (256, True)):
+    for F, want in ((0, False), (1, False), (16, False), (48, False), (63, False), (64, True),
+                    (68, False), (72, True), (120, True), (128, True), (130, False),
+                    (136, False), (192, True), (256, True), (260, False)):
         u = torch.empty(5, F)
         assert _gpu_half_pays("gspmm", (h, "copy_u", "sum", u, None, 5, "")) is want, F
         assert _gpu_half_pays("gspmm_arg", (h, "u_mul_e", "max", u, torch.empty(7), 5, "")) is want
     # copy_e: the edge tensor's width
     assert not _gpu_half_pays("gspmm", (h, "copy_e", "sum", None, torch.empty(7), 5, ""))
-    assert _gpu_half_pays("gspmm", (h, "copy_e", "sum", None, torch.empty(7, m), 5, ""))
+    assert _gpu_half_pays("gspmm", (h, "copy_e", "sum", None, torch.empty(7, 64), 5, ""))
     assert _gpu_half_pays("gsddmm", (h, "dot", torch.empty(5, 4), torch.empty(5, 4), "u", "v"))
 
 
@@ -527,15 +526,15 @@ def test_gspmm_gsddmm_half_precision_on_the_gpu(gen, dtype):
             want = ops.gsddmm(g, op, u, u, "u", "v")
             got = ops.gsddmm(gc, op, u.cuda(), u.cuda(), "u", "v")
             assert got.dtype == dtype and rel_err(got, want) < 2 * HALF_TOL[dtype], (op, F)
-    # Under autocast on the GPU a g-SpMM runs in the half dtype at multiples of
-    # C.half_spmm_min_f features, in float32 elsewhere (where the half kernel may be slower);
+    # Under autocast on the GPU a g-SpMM runs in the half dtype where
+    # C.half_spmm_width_pays(F), in float32 elsewhere (where the half kernel may be slower);
     # g-SDDMM always in half.
-    for F in (16, 64, 72):
+    for F in (16, 64, 72, 100):
         xa = randn(gen, n, F, device="cuda")
         with torch.autocast("cuda", dtype=dtype):
             agg = ops.gspmm(gc, "copy_u", "sum", xa)
             dots = ops.gsddmm(gc, "dot", xa, xa, "u", "v")
-        assert agg.dtype == (dtype if F % spgnn._C.half_spmm_min_f == 0 else torch.float32), F
+        assert agg.dtype == (dtype if F in (64, 72) else torch.float32), F
         assert dots.dtype == dtype
         assert rel_err(agg, ops.gspmm(gc, "copy_u", "sum", xa)) < HALF_TOL[dtype], F
     # A layer's output has its last op's dtype, as with torch's own float32-policy ops:

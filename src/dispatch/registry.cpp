@@ -559,10 +559,13 @@ std::string cbsr_schedule_problem(const CbsrProblem& p, const Schedule& s) {
   return schedule_problem(cbsr_entry(p.op, s.strategy), p, s);
 }
 
+bool half_spmm_width(int64_t F, int64_t min_f) {
+  return F % kHalfSpmmWidthMultiple == 0 && F >= min_f &&
+         (F <= kHalfSpmmOnePassF || F % kHalfSpmmMinF == 0);
+}
 bool half_spmm_pays(const Graph& g, int64_t F) {
-  const bool width = F % kHalfSpmmWidthMultiple == 0 && F >= kHalfSpmmMinRegularF &&
-                     (F <= kHalfSpmmMinF || F % kHalfSpmmMinF == 0);
-  return g.device().is_cuda() && width && regular_dense_rows(*degree_stats(g));
+  return g.device().is_cuda() && half_spmm_width(F, kHalfSpmmMinRegularF) &&
+         regular_dense_rows(*degree_stats(g));
 }
 
 Schedule heuristic_spmm_schedule(const SpmmProblem& p) {
@@ -832,5 +835,5 @@ std::string validate_cpu_mergepath(const StrategyInfo& info, const Schedule& s, 
 }  // namespace spgnn::detail
 
 namespace spgnn {
-int64_t half_spmm_min_width() { return detail::kHalfSpmmMinF; }
+bool half_spmm_width_pays(int64_t F) { return detail::half_spmm_width(F, detail::kHalfSpmmMinF); }
 }  // namespace spgnn

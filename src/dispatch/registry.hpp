@@ -76,28 +76,30 @@ struct DegreeStats {
 std::shared_ptr<const DegreeStats> degree_stats(const Graph& g);
 // Whether a sum/mean SpMM of width F over g runs faster on the GPU with half-precision features
 // (the half kernels `auto` picks) than in float32 (auto): on regular dense rows, at widths that
-// fill 16-byte half vectors (F % 8 == 0) from F = 32 to 64, and at multiples of 64 (gnnone's half
-// chunk there is 8 lanes of 8 halves, so F = 72 runs a second pass with one lane of 8 busy).
+// fill 16-byte half vectors (F % 8 == 0) from F = 32 to 128, and at multiples of 64 beyond.
 // H200, the Reddit shape, copy_u, bfloat16 against float32 `auto` (docs/BENCHMARKS.md, "Half
-// aggregations from 32 features"): F = 32 / 40 / 48 / 56 / 64 1.64x / 1.35x / 1.54x / 1.44x /
-// 1.84x, F = 128 / 256 1.78-1.79x; F = 16 0.83x, F = 44 0.82x, F = 68 / 72 / 100 / 104 / 132 /
-// 136 0.61-0.99x. u_mul_e alike (F = 32 / 48 / 64: 1.28x / 1.38x / 1.81x). R-MAT (scale 21,
-// average degree 16) loses below F = 64 (0.86-0.92x at 40 / 48 / 56), less than the conversions
-// around the SpMM would cost. Callers that may choose (nn::aggregate under --dtype bf16|f16)
-// keep float32 elsewhere. False for graphs on the host (the CPU converts and computes in float32).
+// aggregations from 32 features" and "One pass of 16 lanes"): F = 32 / 40 / 48 / 56 / 64 1.64x /
+// 1.35x / 1.54x / 1.44x / 1.84x; F = 72 / 80 / 96 / 104 / 120 1.40x / 1.41x / 1.51x / 1.42x /
+// 1.34x (gnnone's one 16-lane pass); F = 128 / 256 1.78-1.80x; F = 136 level (0.998x: two
+// passes again), F = 16 0.83x, F = 44 0.82x, F = 68 / 100 (pairs of halves) 0.6-0.7x. u_mul_e
+// alike (F = 32 / 48 / 64: 1.28x / 1.38x / 1.81x). R-MAT (scale 21, average degree 16) loses
+// below F = 64 (0.86-0.92x at 40 / 48 / 56), less than the conversions around the SpMM would
+// cost. Callers that may choose (nn::aggregate under --dtype bf16|f16) keep float32 elsewhere.
+// False for graphs on the host (the CPU converts and computes in float32).
 bool half_spmm_pays(const Graph& g, int64_t F);
 // True for a GPU whose peak DRAM bandwidth is at least 4 TB/s (H200 4.8, H100 SXM 3.35): there
 // `auto` gives regular dense rows' u.v dot SDDMM to cuSPARSE up to F = 128, float32 and float16
 // (registry.cpp, gpu_sddmm_choice, with the measurements).
 bool fast_dram(Device d);
-// The width-only rule, for Python's autocast, which cannot read the graph while torch.compile
-// traces: multiples of 64, where the half SpMM wins on R-MAT too (scale 21, F = 64: 1.39x copy_u,
-// 1.27x u_mul_e; F = 128 / 256 1.59-1.61x u_mul_e) as on the Reddit shape; at F = 72 / 104 /
-// 136 it wins on R-MAT (1.31-1.74x) but loses on the Reddit shape (0.87x / 0.71x / 0.99x).
-constexpr int64_t kHalfSpmmMinF = 64;
-// The graph-aware rule's narrowest width (regular dense rows) and the multiple of 8 that
-// 16-byte half rows need.
+// The widths of half_spmm_pays: F % 8 == 0 (16-byte half vectors), from kHalfSpmmMinRegularF
+// on regular dense rows and from kHalfSpmmMinF on any graph (half_spmm_width_pays, for Python's
+// autocast, which cannot read the graph while torch.compile traces: R-MAT loses below 64), up
+// to kHalfSpmmOnePassF (gnnone's widest one-pass half row on Reddit-sized graphs), then
+// multiples of kHalfSpmmMinF. R-MAT scale 21, bfloat16 against float32 `auto`, copy_u: F = 64 /
+// 72 / 96 / 120 / 128 / 136 1.39x / 1.74x / 1.60x / 1.70x / 1.77x / 1.31x (H200).
+constexpr int64_t kHalfSpmmMinF = 64, kHalfSpmmOnePassF = 128;
 constexpr int64_t kHalfSpmmMinRegularF = 32, kHalfSpmmWidthMultiple = 8;
+bool half_spmm_width(int64_t F, int64_t min_f);
 
 // `auto`: the tuning cache first (src/tune/auto_cache.cpp; with tune-on-miss enabled a miss is
 // tuned and stored), then the heuristic. Both return a schedule the problem supports.

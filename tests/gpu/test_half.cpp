@@ -537,8 +537,13 @@ TEST(HalfGpu, NnAggregateInBfloat16WhereItPays) {
   cases.push_back({"dense regular F=48", dense, 48, true});
   cases.push_back({"dense regular F=64", dense, 64, true});
   cases.push_back({"dense regular F=70", dense, 70, false});
-  cases.push_back({"dense regular F=72", dense, 72, false});  // past 64: multiples of 64 only
+  cases.push_back({"dense regular F=72", dense, 72, true});  // gnnone's one 16-lane pass
+  cases.push_back({"dense regular F=100", dense, 100, false});
+  cases.push_back({"dense regular F=120", dense, 120, true});
   cases.push_back({"dense regular F=128", dense, 128, true});
+  cases.push_back({"dense regular F=136", dense, 136, false});  // past 128: multiples of 64
+  cases.push_back({"dense regular F=192", dense, 192, true});
+  cases.push_back({"rmat F=72", graphs(GraphKind::rmat, DType::i32).host, 72, false});
   for (const Case& c : cases) {
     const Graph dev = c.host.to(Device::cuda());
     EXPECT_EQ(detail::half_spmm_pays(dev, c.F), c.half) << c.what;
