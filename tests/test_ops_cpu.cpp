@@ -124,6 +124,27 @@ void expect_spmm_match(const SpmmResult& got, const SpmmResult& want) {
 
 // Operands for an SpMM op of width F: u [n_cols, F] and e [nnz, e_width]. u_div_e gets edge
 // values away from 0 so the quotients stay well conditioned.
+// Inputs with NaN, -inf and +inf at fixed positions, and the exact comparison they need (NaN
+// equals NaN; max/min take no rounding, so values and args must be identical).
+void add_specials(Tensor& t) {
+  float* x = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (i % 7 == 3) x[i] = std::nanf("");
+    else if (i % 5 == 1) x[i] = -std::numeric_limits<float>::infinity();
+    else if (i % 11 == 4) x[i] = std::numeric_limits<float>::infinity();
+}
+void expect_spmm_identical(const SpmmResult& got, const SpmmResult& want) {
+  const std::vector<float> g = got.out.to_vector<float>(), w = want.out.to_vector<float>();
+  ASSERT_EQ(g.size(), w.size());
+  int64_t bad = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(g[i] == w[i] || (g[i] != g[i] && w[i] != w[i])) && bad++ < 3)
+      ADD_FAILURE() << "value " << g[i] << " at " << i << ", oracle " << w[i];
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(got.arg_u.to_vector<int64_t>(), want.arg_u.to_vector<int64_t>());
+  EXPECT_EQ(got.arg_e.to_vector<int64_t>(), want.arg_e.to_vector<int64_t>());
+}
+
 struct SpmmInputs {
   Tensor u, e;
 };
@@ -225,6 +246,29 @@ void check_hand_spmm(const std::string& strategy) {
     expect_indices(res.arg_e, {0, -1, 2});
     expect_indices(res.arg_u, {1, -1, 0});
   }
+  // NaN propagates (torch.max and PyG do): a NaN message beats every number, the first NaN
+  // stays. A row of -inf (+inf for min) messages, the reduction's identity, still names its
+  // first edge for the backward.
+  SCOPED_TRACE("copy_e NaN and infinities");
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  for (Reduce r : {Reduce::max, Reduce::min}) {
+    const SpmmResult res = run_spmm(g, SpmmOp::copy_e, r, Tensor(),
+                                    Tensor::from_vector<float>({1, nan, 5, nan}),
+                                    with_schedule(strategy));
+    const float* o = res.out.data<float>();
+    EXPECT_TRUE(std::isnan(o[0]) && o[1] == 0 && std::isnan(o[2])) << name(r);
+    expect_indices(res.arg_e, {1, -1, 3});
+    const float id = r == Reduce::max ? -inf : inf;
+    const SpmmResult ids = run_spmm(g, SpmmOp::copy_e, r, Tensor(),
+                                    Tensor::from_vector<float>({id, id, -id, id}),
+                                    with_schedule(strategy));
+    expect_values(ids.out, {id, 0, -id});
+    expect_indices(ids.arg_e, {0, -1, 2});
+  }
+  const SpmmResult first_nan = run_spmm(g, SpmmOp::copy_e, Reduce::max, Tensor(),
+                                        Tensor::from_vector<float>({nan, 9, 2, 3}),
+                                        with_schedule(strategy));
+  expect_indices(first_nan.arg_e, {0, -1, 3});
 }
 
 struct HandSddmmCase {
@@ -463,17 +507,22 @@ TEST(CpuInt64Index, EveryOpMatchesOracle) {
 // Every row_cost x chunks_per_thread x thread count: chunks that cut a hub row many times, that
 // fall inside a run of empty rows, that hold no non-zero at all (a row_cost step wider than the
 // chunk), and more chunks than path items (n = 1).
+// Max/min also with NaN and infinite inputs: partial rows merged across chunks keep the first
+// NaN, and a feature of -inf (+inf for min) messages names its first edge.
 TEST(CpuMergepath, EveryPartitionMatchesOracle) {
   struct Case {
     SpmmOp op;
     Reduce reduce;
     int64_t F;
     bool e_per_feature;
+    bool specials = false;
   };
   const std::vector<Case> cases = {{SpmmOp::u_mul_e, Reduce::sum, 7, true},
                                    {SpmmOp::copy_u, Reduce::max, 32, false},
                                    {SpmmOp::u_add_e, Reduce::mean, 1, false},
-                                   {SpmmOp::copy_e, Reduce::min, 5, true}};
+                                   {SpmmOp::copy_e, Reduce::min, 5, true},
+                                   {SpmmOp::copy_u, Reduce::max, 9, false, true},
+                                   {SpmmOp::copy_e, Reduce::min, 3, true, true}};
   const std::vector<GraphKind> kinds = {GraphKind::star,  GraphKind::half_row,
                                         GraphKind::empty_rows, GraphKind::rmat,
                                         GraphKind::single, GraphKind::no_edges};
@@ -482,8 +531,9 @@ TEST(CpuMergepath, EveryPartitionMatchesOracle) {
     const Graph g = random_graph(kind, 300, seed);
     SCOPED_TRACE(trace_of(kind, g, seed));
     for (const Case& c : cases) {
-      const SpmmInputs in =
+      SpmmInputs in =
           spmm_inputs(g, c.op, c.F, c.e_per_feature ? c.F : 1, seed + static_cast<uint64_t>(c.F));
+      if (c.specials) add_specials(in.u.defined() ? in.u : in.e);
       const SpmmResult want = run_spmm(g, c.op, c.reduce, in.u, in.e, with_schedule("cpu_ref"));
       for (int threads : {1, 2, 3, 7}) {
         OmpThreads scope(threads);
@@ -492,11 +542,12 @@ TEST(CpuMergepath, EveryPartitionMatchesOracle) {
             SCOPED_TRACE(detail::concat(name(c.op), "/", name(c.reduce), " F=", c.F, " threads=",
                                         threads, " row_cost=", row_cost, " chunks_per_thread=",
                                         chunks));
-            expect_spmm_match(
+            const SpmmResult got =
                 run_spmm(g, c.op, c.reduce, in.u, in.e,
                          with_schedule("cpu_mergepath",
-                                       {{"row_cost", row_cost}, {"chunks_per_thread", chunks}})),
-                want);
+                                       {{"row_cost", row_cost}, {"chunks_per_thread", chunks}}));
+            if (c.specials) expect_spmm_identical(got, want);
+            else expect_spmm_match(got, want);
             if (HasFailure()) return;
           }
         }

@@ -112,6 +112,35 @@ def test_gspmm_forward_and_grad(gen, device, kind, reduce, op):
                 assert rel_err(a, b, sc) < GRAD_TOL, (kind, op, reduce, F, eshape, "grad " + name)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_gspmm_max_min_propagate_nan_like_torch(gen, device, reduce):
+    """NaN wins a max/min as in torch.scatter_reduce (and so PyG's max aggregation): a plain
+    comparison would drop it and hide a diverging model. Infinities are ordinary values; each
+    output's gradient goes to one message, also where that message is NaN or infinite."""
+    ei, n = make_edge_index("skewed", gen)
+    ei = ei.to(device)
+    g = spgnn.Graph(ei, n)
+    F = 5
+    u = randn(gen, n, F, device=device)
+    flat = u.view(-1)
+    flat[3::7] = float("nan")
+    flat[1::5] = float("-inf")
+    flat[4::11] = float("inf")
+    u.requires_grad_()
+    out = ops.gspmm(g, "copy_u", reduce, u)
+    src, dst = ei
+    ref = torch.zeros(n, F, device=device).scatter_reduce(
+        0, dst[:, None].expand(-1, F), u.detach()[src], "a" + reduce, include_self=False)
+    torch.testing.assert_close(out, ref, equal_nan=True, rtol=0, atol=0)
+    assert out.isnan().any() and (out == float("-inf")).any()
+    up = randn(gen, n, F, device=device)
+    (grad,) = torch.autograd.grad(out, u, up)
+    has_edges = torch.zeros(n, dtype=torch.bool, device=device)
+    has_edges[dst] = True
+    torch.testing.assert_close(grad.sum(0), up[has_edges].sum(0), rtol=1e-5, atol=1e-5)
+
+
 SDDMM_CASES = [(op, lt, rt) for op in ("add", "sub", "mul", "div", "dot", "copy_lhs", "copy_rhs")
                for lt in ("u", "v", "e") for rt in ("u", "v", "e")]
 

@@ -30,7 +30,10 @@ constexpr int64_t kMaxArgBlock = int64_t{1} << 30;
 // A reduction keeps a running value per feature and, for max/min, the edge that produced it
 // (update() is only used by max/min; sum and mean simply add).
 // Ties keep the value already held: partial results are always merged in edge order, so the
-// first edge in row order wins, as cpu_ref (and DGL) define it.
+// first edge in row order wins, as cpu_ref (and DGL) define it. As in cpu_ref a NaN message
+// beats every number and the first NaN stays (torch and PyG propagate NaN). A feature whose
+// messages all equal the identity (-inf for max) keeps arg -1 here; finalize() names the row's
+// first edge for it.
 template <Reduce R>
 struct Reduction {
   static constexpr bool kTracksArg = R == Reduce::max || R == Reduce::min;
@@ -41,10 +44,11 @@ struct Reduction {
   }
   // Written as selects and a bit mask rather than a branch: GCC turns a conditional arg store
   // into a masked store, which plain x86-64 (SSE2) lacks, and then leaves the loop scalar.
+  // !(m <= held) is m > held or m NaN; `&` rather than `&&` keeps it branch-free.
   template <class Arg>
   static inline void update(float& acc, Arg& arg, float m, Arg edge) {
     const float held = acc;
-    const bool better = R == Reduce::max ? m > held : m < held;
+    const bool better = (R == Reduce::max ? !(m <= held) : !(m >= held)) & (held == held);
     const Arg mask = static_cast<Arg>(-static_cast<Arg>(better));
     acc = better ? m : held;
     arg = static_cast<Arg>((edge & mask) | (arg & ~mask));
@@ -281,7 +285,8 @@ class MergePathSpmm {
       int64_t* au = arg_u_ ? arg_u_ + r * F_ : nullptr;
       int64_t* ae = arg_e_ ? arg_e_ + r * F_ : nullptr;
       for (int64_t f = 0; f < F_; ++f) {
-        const int64_t edge = deg > 0 ? arg[f] : -1;
+        // arg -1 in a non-empty row: every message was the identity; the first one wins.
+        const int64_t edge = deg > 0 ? (arg[f] >= 0 ? arg[f] : int64_t(rowptr_[r])) : -1;
         o[f] = deg > 0 ? acc[f] : 0.f;
         if (ae) ae[f] = edge;
         if (au) au[f] = edge >= 0 ? static_cast<int64_t>(col_[edge]) : -1;

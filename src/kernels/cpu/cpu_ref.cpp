@@ -3,6 +3,7 @@
 // and contiguous feature reads, neither of which changes any result. Every other strategy is
 // judged against it.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -72,14 +73,17 @@ void ref_spmm_op(const SpmmProblem& p) {
         continue;
       }
       // max/min: the first edge of the row starts as the winner and is replaced only by a
-      // strictly better message, so ties go to the first edge in row order.
+      // strictly better message, so ties go to the first edge in row order. A NaN message beats
+      // every number and the first NaN stays (torch.max, scatter_reduce("amax") and PyG
+      // propagate NaN; a plain comparison would drop it).
       const bool is_max = p.reduce == Reduce::max;
       for (int64_t k = begin; k < end; ++k) {
         const V* x = x_row(k);
         const V* w = w_row(k);
         for (int64_t f = 0; f < F; ++f) {
           const V m = spmm_message<Op, V>(x[f], w[f * w_stride]);
-          if (k == begin || (is_max ? m > best[f] : m < best[f])) {
+          const bool nan = std::isnan(m) && !std::isnan(best[f]);
+          if (k == begin || nan || (is_max ? m > best[f] : m < best[f])) {
             best[f] = m;
             best_edge[f] = k;
           }

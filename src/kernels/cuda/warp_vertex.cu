@@ -242,7 +242,8 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads) warp_vertex_kernel(const 
 // max/min with the winning edge and source (arg_e, arg_u, for the backward): one warp per row,
 // lanes over features with scalar loads (the path of max/min pooling layers, not of the SpMM
 // suite, so it is kept to 8 instantiations). A message replaces the running winner only when it
-// is strictly better, so ties keep the first edge in row order, as in cpu_ref; rows without
+// is strictly better, so ties keep the first edge in row order, as in cpu_ref; a NaN message
+// beats every number and the first NaN stays (torch and PyG propagate NaN); rows without
 // edges get 0 and arg -1.
 template <class IndexT, class T>
 struct MinMaxArgs {
@@ -279,7 +280,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads)
       else if constexpr (kMode == kUOpEScalar)
         m = apply(p.binop, elem::ldg1(p.u + c * p.F + f), weight<T>(p.w, p.w_is_t, k));
       else m = apply(p.binop, elem::ldg1(p.u + c * p.F + f), elem::ldg1(p.e + k * p.F + f));
-      if (k == beg || (p.is_max ? m > best : m < best)) {
+      if (k == beg || (isnan(m) && !isnan(best)) || (p.is_max ? m > best : m < best)) {
         best = m;
         won = k;
       }
