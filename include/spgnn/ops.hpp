@@ -38,6 +38,8 @@ struct OpOptions {
 //        accumulates in float32 and rounds each result once
 //   arg_u, arg_e (max/min only; pass undefined to skip): [n_rows, F] i64, the source vertex and
 //        edge that produced each output; -1 for rows without edges (whose output is 0).
+//        Ties keep the first edge in row order; a NaN message wins, and the first NaN stays
+//        (as torch.max and scatter_reduce("amax")).
 // mean divides by the row's edge count; rows with no edges get 0 for every reduce.
 void gspmm(const Graph& g, SpmmOp op, Reduce reduce, const Tensor& u, const Tensor& e,
            Tensor& out, const OpOptions& options = {});
