@@ -323,13 +323,22 @@ class DistGraph(Graph):
 
     def aggregate(self, x_owned: Tensor, kind: str) -> Tensor:
         """The aggregation of ``kind`` over the local graph with the exchange overlapped (see
-        the class): sums over ``sum`` (the edge pattern), ``weighted`` (the part's edge
-        weights), ``mean``, or a GCN normalisation (``gcn``, ``gcn_improved``,
-        ``gcn_noloops``); or ``max`` / ``min`` over the edge pattern."""
+        the class): sums over ``sum``, ``weighted`` (the part's edge weights), ``mean``, or a
+        GCN normalisation (``gcn``, ``gcn_improved``, ``gcn_noloops``); or ``max`` / ``min``.
+        On a weighted part (a weighted graph's partition) ``sum``, ``mean``, ``max`` and ``min``
+        scale each message by its edge weight, as the layers do on a weighted spgnn.Graph (so
+        SAGEConv and GINConv compute here what they compute on the whole graph); on an
+        unweighted part they run over the edge pattern."""
         if x_owned.shape[0] != self.num_owned:
             raise ValueError(f"x has {x_owned.shape[0]} rows, the part owns {self.num_owned} "
                              "vertices")
         if kind in ("max", "min"):
+            if self.has_weights:
+                # max/min of w x: the overlapped kernel's winner test and backward read the
+                # pattern, so the weighted reduction exchanges first (its autograd is the op's)
+                return _ops.gspmm_arg(self.handle(), "u_mul_e", kind,
+                                      self.gather(x_owned).contiguous(), None, self.num_owned,
+                                      "")[0]
             inner, boundary = self._split("sum")
             return _OverlappedExtreme.apply(x_owned.contiguous(), self, inner, boundary, kind)
         inner, boundary = self._split(kind)
@@ -349,6 +358,10 @@ class DistGraph(Graph):
     def _build_split(self, kind: str) -> tuple:
         if kind in ("gcn", "gcn_improved", "gcn_noloops"):
             g = self.variant(kind)
+        elif kind in ("mean", "sum") and self.has_weights:
+            # sum(w x), and mean = sum(w x) / in-degree (edges counted, as gspmm's mean): an
+            # owned target has all its in-edges in the part, so the count is the whole graph's
+            g = self if kind == "sum" else self._weighted_mean()
         elif kind in ("mean", "sum"):
             g = Graph._wrap(C.derive(self._base.untyped_storage().data_ptr(),
                                      "mean" if kind == "mean" else "pattern"))
@@ -367,6 +380,12 @@ class DistGraph(Graph):
         hit = self._splits[kind] = (sub(own, 0, self.num_owned),
                                     sub(halo, self.num_owned, self.num_halo))
         return hit
+
+    def _weighted_mean(self) -> Graph:
+        src, dst = self.edge_index
+        deg = torch.bincount(dst, minlength=self.num_owned).to(self.edge_weight.dtype)
+        return Graph(torch.stack([src, dst]), edge_weight=self.edge_weight / deg[dst],
+                     size=(self.num_src_nodes, self.num_dst_nodes))
 
     def to(self, device) -> "DistGraph":
         device = torch.device(device)
