@@ -41,6 +41,8 @@ __all__ = ["Net", "main", "parse_args", "run"]
 MODELS = ("gcn", "sage", "gin", "gat")
 DTYPES = ("fp32", "bf16", "fp16")
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+_INT64_MAX = 2**63 - 1
+_SEEDS = 2**64  # torch.manual_seed takes seeds below 2^64 (an overflow traceback past them)
 # Where --dataset names are looked up: $SPGNN_DATA, else the checkout's ../shared/data.
 DATA = os.environ.get("SPGNN_DATA") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "..", "shared", "data"))
@@ -131,6 +133,15 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     for name in ("maxk", "seed", "report_every"):
         if getattr(args, name) < 0:
             ap.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    # (past int64, a width or count fails deep inside torch or spgnn's core, naming no flag)
+    for name in ("layers", "hidden", "heads", "epochs", "runs", "eval_every", "maxk",
+                 "report_every"):
+        if getattr(args, name) > _INT64_MAX:
+            ap.error(f"--{name.replace('_', '-')} must be at most 2^63 - 1, got "
+                     f"{getattr(args, name)}")
+    if args.seed + args.runs > _SEEDS:  # the runs' seeds are seed .. seed + runs - 1
+        ap.error(f"--seed must be at most 2^64 - {args.runs} (run r of --runs is seeded seed + "
+                 f"r, and torch takes seeds below 2^64), got {args.seed}")
     if not 0.0 <= args.dropout < 1.0:
         ap.error(f"--dropout must be in [0, 1), got {args.dropout}")
     # (an infinite rate or decay turns every weight into NaN; NaN fails every comparison)
@@ -145,9 +156,17 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.device not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", args.device):
         ap.error(f"--device must be auto, cpu, cuda or cuda:N, got {args.device!r}")
     if args.json:
-        parent = os.path.dirname(os.path.abspath(args.json))
+        # Checked before training, not when the results are written at its end.
+        path = os.path.abspath(args.json)
+        parent = os.path.dirname(path)
         if not os.path.isdir(parent):
             ap.error(f"--json {args.json}: no directory {parent} to write it in")
+        if os.path.isdir(path) or args.json.endswith(("/", os.sep)):
+            ap.error(f"--json {args.json}: is a directory; name the file to write")
+        if os.path.lexists(path) and not os.path.isfile(path):
+            ap.error(f"--json {args.json}: exists and is not a regular file")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            ap.error(f"--json {args.json}: cannot write in {parent}")
     if args.stale_halos and args.dist is None:
         ap.error("--stale-halos applies to --dist training")
     if args.dataset is None and args.dist is None:
@@ -213,7 +232,25 @@ def _labelled_splits(name: str, y: torch.Tensor, splits, whole: bool = True) -> 
     return out
 
 
-def _load_single(args, dev) -> _Data:
+def _simple_edges(edge_index: torch.Tensor):
+    """edge_index with each (source, target) pair once (the first kept), and how many repeats
+    were dropped. read_dataset sorts the edges by (target, source), so repeats are neighbours."""
+    src, dst = edge_index
+    if src.numel() < 2:
+        return edge_index, 0
+    same_dst = dst[1:] == dst[:-1]
+    if not bool(((dst[1:] > dst[:-1]) | (same_dst & (src[1:] >= src[:-1]))).all()):
+        unique = torch.unique(edge_index, dim=1)
+        return unique, edge_index.shape[1] - unique.shape[1]
+    repeat = same_dst & (src[1:] == src[:-1])
+    dropped = int(repeat.sum())
+    if dropped == 0:
+        return edge_index, 0
+    keep = torch.cat([torch.ones(1, dtype=torch.bool, device=repeat.device), ~repeat])
+    return edge_index[:, keep], dropped
+
+
+def _load_single(args, dev, log=print) -> _Data:
     path = args.dataset if os.path.isdir(args.dataset) else os.path.join(DATA, args.dataset)
     if not os.path.isdir(path):
         raise SystemExit(f"--dataset {args.dataset!r}: no directory {path}")
@@ -226,7 +263,14 @@ def _load_single(args, dev) -> _Data:
     out = _Data()
     out.name, out.classes = d.name, d.num_classes
     out.x, out.y = d.x.to(dev), d.y.to(dev)
-    out.graph = d.edge_index.to(dev)
+    # `spgnn partition` reads a dataset directory as `spgnn train` does, with each repeated
+    # edge (same source and target) once: a --dist run trains on that graph. So does this one,
+    # or a dataset with parallel edges would train on another graph in each mode.
+    edge_index, dropped = _simple_edges(d.edge_index)
+    if dropped:
+        log(f"note: --dataset {args.dataset}: {dropped} repeated edges (same source and target) "
+            "counted once, as `spgnn partition` (so --dist) and `spgnn train` read the dataset")
+    out.graph = edge_index.to(dev)
     out.num_nodes = d.num_nodes
     out.splits = [None if i is None else i.to(dev)
                   for i in _labelled_splits(d.name, d.y, (d.train_idx, d.val_idx, d.test_idx))]
@@ -304,8 +348,9 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
     torch.manual_seed(seed)
     model = Net(args.model, d.x.shape[1], args.hidden, d.classes, args.layers, args.heads,
                 args.maxk, args.dropout).to(dev)
-    # The same initial weights on every rank (seeded above), different dropout masks per rank.
-    torch.manual_seed(seed * 1_000_003 + rank)
+    # The same initial weights on every rank (seeded above), different dropout masks per rank
+    # (wrapped into torch's seed range, which large --seed values would leave).
+    torch.manual_seed((seed * 1_000_003 + rank) % _SEEDS)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     train_idx, val_idx, test_idx = d.splits
     counts = _sum([float(0 if i is None else i.numel()) for i in d.splits], dev, distributed)
@@ -364,13 +409,14 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
             accs = [c / n if n else 0.0 for c, n in zip(correct, counts)]
             if accs[1] > best_val or (counts[1] == 0 and last):
                 best_val, test_at_best = accs[1], accs[2]
+            shown = [f"{a:.3f}" if n else "n/a" for a, n in zip(accs, counts)]
         row = [ms, comm_ms, sent / 2**20, _memory_mb(dev)]
         if every:
             per_rank = _gather(row, dev, world, distributed)
             if rank == 0:
                 worst = [max(r[k] for r in per_rank) for k in range(4)]
-                log(f"epoch {epoch:4d}  loss {total_loss:.4f}  train {accs[0]:.3f}  "
-                    f"val {accs[1]:.3f}  test {accs[2]:.3f}  |  {worst[0]:7.2f} ms  comm "
+                log(f"epoch {epoch:4d}  loss {total_loss:.4f}  train {shown[0]}  "
+                    f"val {shown[1]}  test {shown[2]}  |  {worst[0]:7.2f} ms  comm "
                     f"{worst[1]:6.2f} ms  compute {worst[0] - worst[1]:7.2f} ms  sent "
                     f"{worst[2]:7.2f} MiB  mem {worst[3]:8.1f} MiB (max over ranks)")
         rows.append(row)
@@ -379,7 +425,10 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
     skip = min(5, len(times) - 1)
     med = sorted(times[skip:])[len(times[skip:]) // 2]
     med_comm = sorted(comm[skip:])[len(comm[skip:]) // 2]
-    return {"seed": seed, "test_acc": test_at_best, "best_val": best_val,
+    # An empty split has no accuracy (None, JSON's null): 0 would read as a model that got
+    # every vertex wrong.
+    return {"seed": seed, "test_acc": test_at_best if counts[2] else None,
+            "best_val": best_val if counts[1] else None,
             "epoch_ms": med, "comm_ms": med_comm, "last": rows[-1]}
 
 
@@ -403,7 +452,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
     else:
         local_ranks = 1
     dev = _device(args.device, local_rank, local_ranks)
-    d = _load_part(args, dev, rank) if distributed else _load_single(args, dev)
+    d = _load_part(args, dev, rank) if distributed else _load_single(args, dev, log)
     results = [train_once(args, d, dev, args.seed + r, rank, world, distributed, log)
                for r in range(args.runs)]
     per_rank = _gather([d.halo_fraction, results[-1]["last"][3],
@@ -413,7 +462,8 @@ def run(args: argparse.Namespace, log=print) -> dict:
         "model": args.model, "maxk": args.maxk, "dataset": args.dist or args.dataset,
         "dtype": args.dtype, "stale_halos": bool(args.stale_halos),
         "ranks": world, "device": str(dev), "epochs": args.epochs,
-        "test_acc": accs, "test_acc_mean": sum(accs) / len(accs),
+        "test_acc": accs,
+        "test_acc_mean": None if None in accs else sum(accs) / len(accs),
         "epoch_ms": [r["epoch_ms"] for r in results],
         "comm_ms": [r["comm_ms"] for r in results],
         "halo_fraction": [p[0] for p in per_rank],
@@ -421,10 +471,11 @@ def run(args: argparse.Namespace, log=print) -> dict:
         "sent_mib_per_epoch": [p[2] for p in per_rank],
     }
     if rank == 0:
+        acc = ("n/a (empty test split)" if summary["test_acc_mean"] is None
+               else f"{summary['test_acc_mean']:.4f} (mean of {len(accs)})")
         log(f"{args.model}{'-maxk' + str(args.maxk) if args.maxk else ''} "
             f"({args.dtype}) on "
-            f"{summary['dataset']}, {world} rank(s) on {dev.type}: test accuracy "
-            f"{summary['test_acc_mean']:.4f} (mean of {len(accs)}), "
+            f"{summary['dataset']}, {world} rank(s) on {dev.type}: test accuracy {acc}, "
             f"{min(summary['epoch_ms']):.2f} ms/epoch (median), comm "
             f"{min(summary['comm_ms']):.2f} ms, halo fraction "
             f"{max(summary['halo_fraction']):.3f}, memory "

@@ -143,6 +143,120 @@ def test_splits_are_checked_and_unlabelled_vertices_left_out(tmp_path):
         _single("--dataset", bad, *common)
 
 
+def test_cli_numbers_out_of_range_are_argparse_errors(tmp_path, capsys):
+    """Ints past torch's ranges and a --json that cannot be written are argparse errors (exit 2,
+    naming the flag) before training, not tracebacks from torch.manual_seed or at the end."""
+    ds = _small_dataset(tmp_path / "d", [0, 1, 0, 1, 0, 1], [0, 1], [2, 3], [4, 5])
+    for bad, what in ((["--seed", str(2**70)], "--seed must be at most 2^64 - 1"),
+                      (["--seed", str(2**64 - 1), "--runs", "2"],
+                       "--seed must be at most 2^64 - 2"),
+                      (["--seed", "-1"], "--seed must be >= 0, got -1"),
+                      (["--hidden", str(2**70)], "--hidden must be at most 2^63 - 1"),
+                      (["--model", "gat", "--heads", str(2**64)], "--heads must be at most"),
+                      (["--epochs", str(2**63)], "--epochs must be at most"),
+                      (["--json", str(tmp_path)], f"--json {tmp_path}: is a directory"),
+                      (["--json", str(tmp_path / "new") + "/"], "is a directory")):
+        with pytest.raises(SystemExit) as e:
+            train.parse_args(["--dataset", str(ds), *bad])
+        assert e.value.code == 2
+        assert what in capsys.readouterr().err, bad
+    # the largest seed trains: the per-rank dropout seed derived from it wraps into torch's range
+    assert _single("--dataset", ds, "--epochs", "1", "--seed", str(2**64 - 1), *CPU)["ranks"] == 1
+    r = subprocess.run([sys.executable, "-m", "spgnn.train", "--dataset", str(ds), "--seed",
+                        str(2**70)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "error: --seed" in r.stderr and "Traceback" not in r.stderr, \
+        r.stderr[-3000:]
+
+
+def test_an_empty_test_split_reports_no_accuracy(tmp_path):
+    """No test vertex (or only unlabelled ones): the accuracy is "n/a", and null in the JSON,
+    not 0 (a model that got every vertex wrong)."""
+    y = [0, 1, 2, -1, 0, 1, 2, -1]
+    for name, test in (("empty", []), ("unlabelled", [3, 7])):
+        ds = _small_dataset(tmp_path / name, y, [0, 1, 2], [4, 5], test)
+        out = tmp_path / f"{name}.json"
+        lines = []
+        res = train.run(train.parse_args(["--dataset", str(ds), "--epochs", "3", "--runs", "2",
+                                          "--report-every", "1", "--json", str(out), *CPU]),
+                        log=lines.append)
+        assert res["test_acc"] == [None, None] and res["test_acc_mean"] is None
+        saved = json.loads(out.read_text())
+        assert saved["test_acc"] == [None, None] and saved["test_acc_mean"] is None
+        assert "test accuracy n/a (empty test split)" in lines[-1], lines[-1]
+        epoch = next(line for line in lines if line.startswith("epoch"))
+        assert "test n/a" in epoch and "val 0." in epoch, epoch
+
+
+def test_dist_checks_partition_features_and_labels(tmp_path):
+    """--dist refuses what --dataset refuses: NaN/Inf features, and labels outside meta.json's
+    class count (cross_entropy's IndexError, or a device-side assert on a GPU), naming the
+    file."""
+    import numpy as np
+    import torch
+    _need_cli()
+    ds = _small_dataset(tmp_path / "ds", [0, 1, 2] * 4, [0, 1, 2, 3], [4, 5, 6], [7, 8, 9])
+    parts = tmp_path / "parts"
+    _run_cli("partition", ds, "-o", parts, "--parts", "1")
+    args = train.parse_args(["--dist", str(parts), *CPU])
+    meta_path = parts / "meta.json"
+    meta = meta_path.read_text()
+    meta_path.write_text(json.dumps(dict(json.loads(meta), num_classes=2)))
+    want = (r"part-0/y\.npy: label y\[\d+\] = 2 \(vertex \d+\) is outside \[0, num_classes = 2\) "
+            r"of .*meta\.json")
+    with pytest.raises(ValueError, match=want):
+        spgnn.io.read_partition(str(parts), 0)
+    with pytest.raises(SystemExit, match="--dist .*" + want):
+        train._load_part(args, torch.device("cpu"), 0)
+    meta_path.write_text(meta)
+    xp = parts / "part-0" / "x.npy"
+    x = np.load(xp)
+    x[3, 1] = np.inf
+    np.save(xp, x)
+    want = r"part-0/x\.npy: feature x\[3, 1\] \(vertex \d+\) is infinite"
+    with pytest.raises(ValueError, match=want):
+        spgnn.io.read_partition(str(parts), 0)
+    with pytest.raises(SystemExit, match="--dist .*" + want):
+        train._load_part(args, torch.device("cpu"), 0)
+    assert spgnn.io.read_partition(str(parts), 0, allow_nonfinite=True).x.isinf().any()
+
+
+def test_dist_and_dataset_train_on_one_graph_when_edges_repeat(tmp_path):
+    """`spgnn partition` reads a dataset directory as `spgnn train` does, each repeated edge
+    (same source and target) once; --dataset trains on that graph too (and says so), or the
+    two modes would train on different graphs."""
+    import numpy as np
+    import torch
+    _need_cli()
+    ds = _small_dataset(tmp_path / "ds", [0, 1, 2] * 4, [0, 1, 2, 3], [4, 5, 6], [7, 8, 9, 10])
+    ei = np.load(ds / "edge_index.npy")
+    ei = np.concatenate([ei, ei[:, :10], ei[:, :3]], 1)
+    np.save(ds / "edge_index.npy", ei)
+    pairs = set(map(tuple, ei.T.tolist()))
+    parts = tmp_path / "parts"
+    _run_cli("partition", ds, "-o", parts, "--parts", "2")
+    lines = []
+    d = train._load_single(train.parse_args(["--dataset", str(ds), *CPU]), torch.device("cpu"),
+                           lines.append)
+    assert d.graph.shape[1] == len(pairs) and set(map(tuple, d.graph.t().tolist())) == pairs
+    assert f"{ei.shape[1] - len(pairs)} repeated edges" in lines[0], lines
+    got, total = set(), 0
+    for p in range(2):
+        part = spgnn.io.read_partition(str(parts), p)
+        gid = part.global_ids
+        src, dst = part.edge_index
+        got |= set(zip(gid[src].tolist(), gid[dst].tolist()))
+        total += src.numel()
+        assert part.edge_weight is None  # repeats dropped, not merged into weights
+    assert got == pairs and total == len(pairs)
+    common = ["--epochs", "20", "--dropout", "0", "--runs", "2", "--hidden", "8", *CPU]
+    one = _single("--dataset", ds, *common)
+    out = tmp_path / "dist.json"
+    r = _torchrun(2, "--dist", parts, *common, "--json", out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for a, b in zip(one["test_acc"], json.loads(out.read_text())["test_acc"]):
+        assert abs(a - b) <= 0.01, (one["test_acc"], b)
+
+
 @pytest.mark.parametrize("model", ["gcn", "gat"])
 def test_stale_halos_train(planted, tmp_path, model):
     """--stale-halos (PipeGCN): the exchange of a step serves the next one; training still
