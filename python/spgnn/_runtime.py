@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 from typing import Optional, Sequence
 
 import torch
@@ -11,7 +13,7 @@ from torch.utils.dlpack import to_dlpack as _to_dlpack
 from . import _C
 
 __all__ = ["C", "stream_of", "on_device", "arr", "check_tensor", "check_float",
-           "check_same_dtype"]
+           "check_same_dtype", "check_int", "check_real", "INT64_MAX"]
 
 C = _C
 
@@ -96,3 +98,49 @@ def check_same_dtype(*named) -> None:
             raise TypeError(f"{n} is {str(t.dtype).replace('torch.', '')} but {named[0][1]} is "
                             f"{str(named[0][0].dtype).replace('torch.', '')}: one op takes one "
                             "float dtype")
+
+
+# ---- Python numbers ------------------------------------------------------------------------------
+# The compiled core takes int64 (and uint64 seeds); nanobind answers an int past that range with
+# its signature dump ("incompatible function arguments"), naming no argument. So do torch's own
+# shape arguments (a traceback from torch.empty).
+INT64_MAX = 2 ** 63 - 1
+
+
+def check_int(v, name: str, lo: int = 0, hi: int = INT64_MAX, what: Optional[str] = None) -> int:
+    """v as a Python int in [lo, hi], else a ValueError naming `name`: ints and numpy's integers
+    pass, bools and floats never (int() would silently truncate 2.9 to 2)."""
+    if what is None:
+        what = f"an int in [{lo}, {hi}]"
+    if isinstance(v, torch.SymInt):  # a size under torch.compile: checked, not specialised
+        if not lo <= v <= hi:
+            raise ValueError(f"{name} must be {what}, got {v!r}")
+        return v
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= int(v) <= hi:
+        raise ValueError(f"{name} must be {what}, got {v!r}")
+    return int(v)
+
+
+def check_real(v, name: str, lo: Optional[float] = None, hi: Optional[float] = None, *,
+               hi_open: bool = False) -> float:
+    """v as a finite float (lo <= v <= hi, or < hi with hi_open), else a ValueError naming
+    `name`, as spgnn.ops.dropout's probability check does; a string such as "0.5" is refused,
+    not parsed (torch's and PyG's layers fail on one later, inside their forward)."""
+    if lo is None and hi is None:
+        what = "a finite real number"
+    elif hi is None:
+        what = f"a real number >= {lo}"
+    else:
+        what = f"a real number in [{lo}, {hi}{')' if hi_open else ']'}"
+    ok = isinstance(v, numbers.Real) and not isinstance(v, bool)
+    if ok:
+        try:
+            f = float(v)
+        except OverflowError:  # an int past float's range
+            ok = False
+        else:
+            ok = (math.isfinite(f) and (lo is None or f >= lo)
+                  and (hi is None or (f < hi if hi_open else f <= hi)))
+    if not ok:
+        raise ValueError(f"{name} must be {what}, got {v!r}")
+    return f

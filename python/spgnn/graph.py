@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from . import _ops
-from ._runtime import C, check_tensor, stream_of
+from ._runtime import C, check_int, check_tensor, stream_of
 
 __all__ = ["Graph", "clear_cache"]
 
@@ -221,7 +221,17 @@ class Graph:
         return Graph._wrap(C.derive(self._base.untyped_storage().data_ptr(), f"to:{device}"))
 
     def cuda(self, device=None) -> "Graph":
-        return self.to("cuda" if device is None else torch.device("cuda", device))
+        """On a GPU: the current one, or ``device`` (an index, or a cuda torch.device / str)."""
+        if device is None:
+            return self.to("cuda")
+        if isinstance(device, (str, torch.device)):
+            device = torch.device(device)
+            if device.type != "cuda":
+                raise ValueError(f"Graph.cuda(device): {device} is not a CUDA device")
+            return self.to(device)
+        # torch.device("cuda", i) keeps only i's low byte: cuda(300) would be GPU 44, silently.
+        return self.to(torch.device("cuda", check_int(device, "device", 0, 127,
+                                                      what="a CUDA device index in [0, 127]")))
 
     def cpu(self) -> "Graph":
         return self.to("cpu")
@@ -240,13 +250,9 @@ def _check_count(n, name: str) -> int:
             raise ValueError(f"{name} must be a non-negative int, got a tensor of dtype "
                              f"{n.dtype} and shape {tuple(n.shape)}")
         n = int(n)
-    if isinstance(n, numbers.Integral) and not isinstance(n, bool):
-        n = int(n)
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {n!r}")
-    if n >= 2 ** 62:
+    if isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 2 ** 62:
         raise ValueError(f"{name} = {n} is too large")
-    return n
+    return check_int(n, name, 0, 2 ** 62 - 1, what="a non-negative int")
 
 
 # ---- graphs of edge_index tensors ----------------------------------------------------------------

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from . import _ops
-from ._runtime import check_float, check_same_dtype, check_tensor
+from ._runtime import check_float, check_int, check_real, check_same_dtype, check_tensor
 from .graph import Graph
 
 __all__ = ["gspmm", "gsddmm", "edge_softmax", "gat_aggregate", "maxk", "cbsr_to_dense",
@@ -73,8 +73,16 @@ def _node_operand(g: Graph, x: Tensor, name: str, rows: int, rows_name: str) -> 
     return _flat2(x)
 
 
+def _no_scalar(t, name: str, want: str) -> None:
+    """A 0-d tensor where edge data is expected: check_tensor's row check has no rows to read
+    on it, and it would fail later as an IndexError naming nothing."""
+    if isinstance(t, Tensor) and t.dim() == 0:
+        raise ValueError(f"{name} must be {want}, got a 0-d tensor")
+
+
 def _edge_operand(g: Graph, e: Tensor, name: str, feat_shape) -> Tensor:
     """e as [E, 1] (broadcast) or [E, D] in spgnn's edge order."""
+    _no_scalar(e, name, "[E] or [E, D] (edge data)")
     check_float(e, name, device=g.device, rows=g.num_edges,
                 rows_name="the number of edges E")
     trailing = tuple(e.shape[1:])
@@ -94,7 +102,8 @@ def gspmm(g: Graph, op: str, reduce_op: str, lhs_data: Optional[Tensor] = None,
 
     ``op``: copy_u, copy_e, u_add_e, u_sub_e, u_mul_e, u_div_e, or DGL's names (copy_lhs,
     copy_rhs, add, sub, mul, div). ``reduce_op``: sum, mean, max, min; targets without incoming
-    edges get 0. ``rhs_data`` may be omitted when the graph has edge weights. ``strategy`` picks
+    edges get 0. max/min propagate NaN as ``torch.scatter_reduce`` does, and their gradient goes
+    to one message per output (ties: the first edge in spgnn's edge order). ``rhs_data`` may be omitted when the graph has edge weights. ``strategy`` picks
     the kernel ("auto", or a schedule such as "gnnone:cache_size=64"; see ``spgnn strategies``).
 
     On the GPU, rows of a width that is a multiple of 4 (8 for float16/bfloat16) load as 16-byte
@@ -198,6 +207,7 @@ def edge_softmax(g: Graph, logits: Tensor, norm_by: str = "dst") -> Tensor:
     g = _graph(g)
     if norm_by not in ("dst", "src"):
         raise ValueError(f"norm_by must be 'dst' or 'src', got {norm_by!r}")
+    _no_scalar(logits, "logits", "[E] or [E, H] (scores per edge and head)")
     check_float(logits, "logits", device=g.device, rows=g.num_edges,
                 rows_name="the number of edges E")
     if logits.dtype == torch.float64:
@@ -237,13 +247,15 @@ def gat_aggregate(g: Graph, feat: Tensor, el: Tensor, er: Tensor, negative_slope
             feat).shape[1] % max(H, 1):
         raise ValueError(f"heads disagree: el {tuple(el.shape)}, er {tuple(er.shape)}, feat "
                          f"{tuple(feat.shape)}")
-    if not 0.0 <= attn_dropout < 1.0:
-        raise ValueError(f"attn_dropout must be in [0, 1), got {attn_dropout}")
-    p = float(attn_dropout) if training else 0.0
+    attn_dropout = check_real(attn_dropout, "attn_dropout", 0.0, 1.0, hi_open=True)
+    negative_slope = check_real(negative_slope, "negative_slope")
+    if not isinstance(strategy, str):
+        raise TypeError(f"strategy must be a string, got {type(strategy).__name__}")
+    p = attn_dropout if training else 0.0
     seed = torch.randint(0, 2**62, (1,), dtype=torch.int64) if p > 0 else torch.zeros(
         1, dtype=torch.int64)
     out, attn = _ops.gat_aggregate(g.handle(), _flat2(feat), el, er, H,
-                                   float(negative_slope), p, seed, g.num_dst_nodes,
+                                   negative_slope, p, seed, g.num_dst_nodes,
                                    "" if strategy == "auto" else strategy)
     shape = (g.num_dst_nodes,) + tuple(feat.shape[1:])
     return out.reshape(shape), _to_user_order(g, attn)
@@ -258,28 +270,72 @@ def maxk(x: Tensor, k: int) -> Tuple[Tensor, Tensor]:
     check_float(x, "x", ndim=(2,))
     if x.dtype == torch.float64:
         raise TypeError("maxk takes float32 (or float16/bfloat16), got float64")
-    if not isinstance(k, int) or not 1 <= k <= x.shape[1]:
-        raise ValueError(f"k must be an int in [1, F = {x.shape[1]}], got {k!r}")
-    if x.shape[1] > 65536:
-        raise ValueError(f"maxk needs F <= 65536 (uint16 columns), got {x.shape[1]}")
+    k = check_int(k, "k", 1, x.shape[1], what=f"an int in [1, F = {x.shape[1]}]")
+    if x.shape[1] > _MAX_F:
+        raise ValueError(f"maxk needs F <= {_MAX_F} (uint16 columns), got {x.shape[1]}")
     return _ops.maxk(x, k)
 
 
 def cbsr_to_dense(values: Tensor, columns: Tensor, num_features: int) -> Tensor:
     """The dense [N, F] matrix of a CBSR pair (zeros outside the kept columns)."""
-    _check_cbsr(values, columns, num_features)
+    num_features = _check_cbsr(values, columns, num_features, "num_features")
     return _ops.cbsr_to_dense(values, columns, num_features)
 
 
-def _check_cbsr(values: Tensor, columns: Tensor, F: int):
+_MAX_F = 65536  # uint16 columns reach column 65535
+
+
+def _check_cbsr(values: Tensor, columns: Tensor, F, F_name: str) -> int:
+    """A CBSR pair of F features, checked here so that errors name the caller's arguments (the
+    compiled core's checks name its own: 'kept.index', 'x.k'). Returns F as an int."""
     check_float(values, "values", ndim=(2,))
     if values.dtype == torch.float64:
         raise TypeError("CBSR values must be float32 (or float16/bfloat16), got float64")
-    check_tensor(columns, "columns", ndim=(2,), dtypes=(_ops.cbsr_index_dtype(F),),
-                 device=values.device)
+    k = values.shape[1]
+    F = check_int(F, F_name, 1, _MAX_F, what=f"an int in [1, {_MAX_F}] (uint16 columns)")
+    if k > F:
+        raise ValueError(f"values has k = {k} columns but {F_name} = {F}: a row keeps at most F "
+                         "features")
+    want = _ops.cbsr_index_dtype(F)
+    if isinstance(columns, Tensor) and columns.dtype in (torch.uint8, torch.uint16) \
+            and columns.dtype != want:
+        raise TypeError(f"columns must have dtype {str(want).replace('torch.', '')} for "
+                        f"{F_name} = {F} (uint8 when F <= 256, else uint16), got "
+                        f"{str(columns.dtype).replace('torch.', '')}")
+    check_tensor(columns, "columns", ndim=(2,), dtypes=(want,), device=values.device)
     if columns.shape != values.shape:
         raise ValueError(f"values {tuple(values.shape)} and columns {tuple(columns.shape)} "
                          "must have one shape [N, k]")
+    # Host columns are range-checked (one pass over N * k bytes, as the core's own check). Not
+    # device ones: that would wait for the GPU on every call; the GPU kernels skip entries >= F
+    # (they never read outside a row). Nor fake tensors under torch.compile, which hold no data.
+    if _ops._eager(columns) and not _ops._functorch_active() and columns.is_cpu \
+            and columns.numel():
+        bad = _first_column_outside(columns, F)
+        if bad is not None:
+            r, j, v = bad
+            raise ValueError(f"columns[{r}, {j}] = {v} is outside [0, {F_name} = {F})")
+    return F
+
+
+def _first_column_outside(columns: Tensor, F: int):
+    """(row, position, value) of the first entry >= F of host CBSR columns, or None."""
+    if columns.dtype == torch.uint8:
+        if int(columns.max()) < F:
+            return None
+        wide = columns.to(torch.int32)
+    else:
+        # torch has no max or comparison for uint16: read the bits as int16, where entries below
+        # 32768 keep their value and the others turn negative.
+        lo, hi = torch.aminmax(columns.view(torch.int16))
+        if int(lo) >= 0 and int(hi) < F:
+            return None
+        wide = columns.view(torch.int16).to(torch.int32) & 0xFFFF
+    idx = torch.nonzero(wide >= F)
+    if idx.numel() == 0:
+        return None
+    r, j = (int(i) for i in idx[0])
+    return r, j, int(wide[r, j])
 
 
 def cbsr_spgemm(g: Graph, values: Tensor, columns: Tensor, num_features: int,
@@ -287,7 +343,7 @@ def cbsr_spgemm(g: Graph, values: Tensor, columns: Tensor, num_features: int,
     """``out[v] = sum over edges (u -> v) of w_e * X[u]`` with X [N_src, F] in CBSR form (MaxK's
     forward aggregation). ``e``: [E] edge weights (default: the graph's, or 1)."""
     g = _graph(g)
-    _check_cbsr(values, columns, num_features)
+    num_features = _check_cbsr(values, columns, num_features, "num_features")
     check_tensor(values, "values", device=g.device, rows=g.num_src_nodes,
                  rows_name="num_src_nodes")
     e2 = None if e is None else _edge_operand(g, e, "e", None)
@@ -302,7 +358,7 @@ def cbsr_sspmm(g: Graph, d_out: Tensor, values: Tensor, columns: Tensor,
     g = _graph(g)
     check_float(d_out, "d_out", ndim=(2,), device=g.device, rows=g.num_dst_nodes,
                 rows_name="num_dst_nodes")
-    _check_cbsr(values, columns, d_out.shape[1])
+    _check_cbsr(values, columns, d_out.shape[1], "d_out's width F")
     check_tensor(values, "values", device=g.device, rows=g.num_src_nodes,
                  rows_name="num_src_nodes")
     e2 = None if e is None else _edge_operand(g, e, "e", None)
@@ -391,12 +447,18 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,
     check_probability(p, "dropout")
     if not input.is_floating_point():
         raise TypeError(f"dropout: input must be a float tensor, got {input.dtype}")
+    # torch's dropout has no sparse kernel either (it fails naming aten::bernoulli_).
+    if input.layout != torch.strided:
+        raise ValueError(f"dropout: input is a {input.layout} tensor: dropout takes a dense "
+                         "(strided) tensor (input.to_dense())")
     if not training or p == 0:
         return input
     if p == 1:  # torch's result: every element zeroed (NaN and inf times 0, as torch has it)
         return input.mul_(0.0) if inplace else input * 0.0
-    if not (input.dtype == torch.float32
-            or (input.dtype == torch.float64 and input.device.type == "cpu")):
+    # Devices without spgnn kernels (meta, as in a model built on the meta device; mps, ...)
+    # get torch's dropout, as other dtypes do: what torch.nn.Dropout gives there.
+    if not ((input.dtype == torch.float32 and (input.is_cpu or input.is_cuda))
+            or (input.dtype == torch.float64 and input.is_cpu)):
         return torch.nn.functional.dropout(input, p, True, inplace)
     seed = torch.randint(0, 2**62, (1,), dtype=torch.int64)
     out = _ops.dropout(input.contiguous(), float(p), seed)

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from . import _ops
-from ._runtime import C
+from ._runtime import C, check_int, check_real
 from .graph import Graph
 
 __all__ = ["Partition", "partition", "METHODS"]
@@ -40,15 +40,11 @@ def partition(graph: Union[Graph, Tensor], parts: int, method: str = "metis", *,
         raise ValueError(f"num_nodes={num_nodes} but the graph has {graph.num_dst_nodes} nodes")
     if graph.num_src_nodes != graph.num_dst_nodes:
         raise ValueError("partition: the graph is bipartite; partitions need one vertex set")
-    if not isinstance(parts, int) or isinstance(parts, bool) or parts < 1:
-        raise ValueError(f"parts must be a positive int, got {parts!r}")
+    parts = check_int(parts, "parts", 1, what="a positive int (at most 2^63 - 1)")
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**64:
-        raise ValueError(f"seed must be an int in [0, 2^64), got {seed!r}")
-    if not isinstance(imbalance, (int, float)) or not 1.0 <= float(imbalance) <= 10.0:
-        raise ValueError(f"imbalance must be in [1, 10], got {imbalance!r}")
+    seed = check_int(seed, "seed", 0, 2**64 - 1, what="an int in [0, 2^64)")
+    imbalance = check_real(imbalance, "imbalance", 1.0, 10.0)
     owner = torch.empty(graph.num_dst_nodes, dtype=torch.int32)
-    used, note = C.partition(_ops._addr(graph.handle()), parts, method, seed, float(imbalance),
-                             owner)
+    used, note = C.partition(_ops._addr(graph.handle()), parts, method, seed, imbalance, owner)
     return Partition(owner, used, note)

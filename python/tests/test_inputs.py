@@ -273,3 +273,203 @@ def test_device_mismatch_is_named(gen):
         ops.copy_u_sum(g.to("cuda"), torch.ones(n, 3, device="cuda", dtype=torch.float64))
     with pytest.raises(ValueError, match="is on cuda:0 but the graph is on cpu|on cpu"):
         snn.GCNConv(3, 2).cuda()(torch.ones(n, 3, device="cuda"), ei)
+
+
+def _no_signature_dump(excinfo):
+    # nanobind's answer to an int past int64: a dump of the signature, naming no argument
+    assert "incompatible function arguments" not in str(excinfo.value)
+
+
+def test_ints_past_int64_are_named_before_the_core_sees_them(gen, tmp_path):
+    """Every public entry point that hands a Python int to the compiled core (or to torch's
+    shapes) names an int past int64 instead of failing inside nanobind or torch.empty."""
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei, n)
+    x = randn(gen, n, 8)
+    values, columns = ops.maxk(x, 3)
+    huge = 2**70
+    cases = [
+        (lambda: spgnn.Graph(ei, huge), ValueError, "num_nodes = .* is too large"),
+        (lambda: spgnn.Graph(ei, size=(n, huge)), ValueError, r"size\[1\] = .* is too large"),
+        (lambda: spgnn.partition(ei, huge, num_nodes=n), ValueError, "parts must be a positive"),
+        (lambda: spgnn.partition(ei, 2, seed=huge, num_nodes=n), ValueError, "seed must be"),
+        (lambda: spgnn.io.read_partition(tmp_path, huge), ValueError, "part must be a non-neg"),
+        (lambda: ops.maxk(x, huge), ValueError, r"k must be an int in \[1, F = 8\]"),
+        (lambda: ops.maxk(x, True), ValueError, r"k must be an int in \[1, F = 8\]"),
+        (lambda: ops.cbsr_to_dense(values, columns, huge), ValueError,
+         r"num_features must be an int in \[1, 65536\]"),
+        (lambda: ops.cbsr_spgemm(g, values, columns, huge), ValueError, "num_features must be"),
+        (lambda: ops.gat_aggregate(g, x, torch.ones(n, 1), torch.ones(n, 1), strategy=3),
+         TypeError, "strategy must be a string"),
+        (lambda: g.cuda(huge), ValueError, "device must be a CUDA device index"),
+        (lambda: g.cuda(300), ValueError, "device must be a CUDA device index"),  # not GPU 44
+        (lambda: snn.GCNConv(huge, 3), ValueError, "GCNConv: in_channels = .* is too large"),
+        (lambda: snn.SAGEConv(4, huge), ValueError, "SAGEConv: out_channels = .* is too large"),
+        (lambda: snn.GATConv(4, 3, heads=huge), ValueError, "GATConv: heads must be a positive"),
+        (lambda: snn.MaxK(huge), ValueError, "MaxK: k must be a positive int"),
+    ]
+    for fn, exc, msg in cases:
+        with pytest.raises(exc, match=msg) as e:
+            fn()
+        _no_signature_dump(e)
+    # numpy's integers are ints
+    assert ops.maxk(x, np.int64(3))[0].shape == (n, 3)
+    assert spgnn.partition(ei, np.int64(2), num_nodes=n).owner.shape == (n,)
+    assert snn.GATConv(8, 2, heads=np.int64(2))(x, ei).shape == (n, 4)
+
+
+def test_cbsr_errors_name_the_python_arguments(gen):
+    """The CBSR ops check their operands in Python: the core's messages name its own operands
+    ('kept.index', 'x.index', 'kept.k')."""
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei, n)
+    x = randn(gen, n, 8)
+    values, columns = ops.maxk(x, 3)
+    bad = columns.clone()
+    bad[2, 1] = 9
+    cases = [
+        (lambda: ops.cbsr_to_dense(values, bad, 8), r"columns\[2, 1\] = 9 is outside "
+                                                    r"\[0, num_features = 8\)"),
+        (lambda: ops.cbsr_spgemm(g, values, bad, 8), r"columns\[2, 1\] = 9 is outside "
+                                                     r"\[0, num_features = 8\)"),
+        (lambda: ops.cbsr_sspmm(g, randn(gen, n, 8), values, bad),
+         r"columns\[2, 1\] = 9 is outside \[0, d_out's width F = 8\)"),
+        (lambda: ops.cbsr_to_dense(values, columns, 2), "values has k = 3 columns but "
+                                                        "num_features = 2"),
+        (lambda: ops.cbsr_sspmm(g, randn(gen, n, 2), values, columns),
+         "values has k = 3 columns but d_out's width F = 2"),
+        (lambda: ops.cbsr_to_dense(values, columns, 0), "num_features must be an int"),
+        (lambda: ops.cbsr_to_dense(values, columns, 8.0), "num_features must be an int"),
+        (lambda: ops.cbsr_spgemm(g, values, columns, -1), "num_features must be an int"),
+    ]
+    for fn, msg in cases:
+        with pytest.raises(ValueError, match=msg) as e:
+            fn()
+        assert "kept." not in str(e.value) and "x.index" not in str(e.value)
+    with pytest.raises(TypeError, match=r"columns must have dtype uint16 for num_features = 300"):
+        ops.cbsr_to_dense(values, columns, 300)
+    # uint16 columns (no max or comparison in torch): values past 32767 read right
+    v = torch.ones(4, 2)
+    c = torch.tensor([[1, 35000], [0, 39999], [2, 3], [5, 6]], dtype=torch.int32).to(torch.uint16)
+    dense = ops.cbsr_to_dense(v, c, 40000)
+    assert dense.shape == (4, 40000) and float(dense[1, 39999]) == 1.0
+    c[3, 1] = 45000
+    with pytest.raises(ValueError, match=r"columns\[3, 1\] = 45000 is outside"):
+        ops.cbsr_to_dense(v, c, 40000)
+    with pytest.raises(ValueError, match=r"columns\[0, 1\] = 35000 is outside"):
+        ops.cbsr_to_dense(v, c, 30000)
+
+
+def test_scalar_edge_data_is_named(gen):
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei, n)
+    x = randn(gen, n, 4)
+    with pytest.raises(ValueError, match=r"logits must be \[E\] or \[E, H\].*0-d tensor"):
+        ops.edge_softmax(g, torch.tensor(1.0))
+    with pytest.raises(ValueError, match=r"rhs_data must be \[E\] or \[E, D\].*0-d tensor"):
+        ops.u_mul_e_sum(g, x, torch.tensor(2.0))
+    with pytest.raises(ValueError, match=r"rhs_data must be \[E\].*0-d tensor"):
+        ops.copy_e_sum(g, torch.tensor(2.0))
+    with pytest.raises(ValueError, match=r"e must be \[E\].*0-d tensor"):
+        ops.cbsr_spgemm(g, *ops.maxk(x, 2), 4, torch.tensor(1.0))
+
+
+def test_float_hyperparameters_are_checked_and_named(gen):
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei, n)
+    x = randn(gen, n, 4)
+    cases = [
+        (lambda: snn.GATConv(4, 3, dropout="0.5"), r"GATConv: dropout must be a real number in "
+                                                   r"\[0.0, 1.0\), got '0.5'"),
+        (lambda: snn.GATConv(4, 3, dropout=1.0), "GATConv: dropout must be"),
+        (lambda: snn.GATConv(4, 3, dropout=None), "GATConv: dropout must be"),
+        (lambda: snn.GATConv(4, 3, negative_slope="0.2"), "GATConv: negative_slope must be a "
+                                                          "finite real number, got '0.2'"),
+        (lambda: snn.GATConv(4, 3, negative_slope=float("nan")), "GATConv: negative_slope"),
+        (lambda: snn.GATConv(4, 3, heads=True), "GATConv: heads must be"),
+        (lambda: snn.GINConv(torch.nn.Linear(4, 4), eps="0"), "GINConv: eps must be a finite"),
+        (lambda: snn.GINConv(torch.nn.Linear(4, 4), eps=float("inf")), "GINConv: eps must be"),
+        (lambda: ops.gat_aggregate(g, x, torch.ones(n, 1), torch.ones(n, 1), attn_dropout="0.5"),
+         r"attn_dropout must be a real number in \[0.0, 1.0\)"),
+        (lambda: ops.gat_aggregate(g, x, torch.ones(n, 1), torch.ones(n, 1), negative_slope="a"),
+         "negative_slope must be a finite real number"),
+        (lambda: spgnn.partition(ei, 2, imbalance=True, num_nodes=n), "imbalance must be"),
+    ]
+    for fn, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            fn()
+    # numpy's floats and a one-element eps tensor are numbers
+    assert snn.GATConv(4, 3, dropout=np.float32(0.25), negative_slope=np.float64(0.1)).dropout \
+        == 0.25
+    assert snn.GINConv(torch.nn.Linear(4, 4), eps=torch.tensor(0.5)).initial_eps == 0.5
+
+
+def test_input_dtype_must_match_the_layer_weights(gen):
+    """A float64 (or half) x into a float32 layer is named, as PyG refuses it too (inside
+    torch's matmul); a float64 layer takes float64 x, and torch.autocast casts itself."""
+    ei, n = make_edge_index("uniform", gen)
+    x = randn(gen, n, 4)
+    layers = {"GCNConv": lambda: snn.GCNConv(4, 3), "SAGEConv": lambda: snn.SAGEConv(4, 3),
+              "SAGEConv ": lambda: snn.SAGEConv(4, 3, aggr="max"),
+              "GINConv": lambda: snn.GINConv(torch.nn.Linear(4, 3)),
+              "GINConv  ": lambda: snn.GINConv(torch.nn.Sequential(torch.nn.Linear(4, 2)))}
+    for name, make in layers.items():
+        cls = name.strip()
+        for dt in (torch.float64, torch.float16):
+            with pytest.raises(TypeError, match=f"{cls}: x is {str(dt)[6:]} but the layer's "
+                                                "weights are float32"):
+                make()(x.to(dt), ei)
+        assert make().double()(x.double(), ei).dtype == torch.float64
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            make()(x.bfloat16(), ei)
+    with pytest.raises(TypeError, match="GATConv: x is float64, but spgnn's attention kernels "
+                                        "take float32"):
+        snn.GATConv(4, 3)(x.double(), ei)
+
+
+def test_sparse_x_is_taken_or_named(gen):
+    """A sparse x works where a Linear reads it first (torch's and PyG's layers take one), also
+    in a widening layer, whose aggregation otherwise comes first; an aggregation that reads x
+    itself names it."""
+    ei, n = make_edge_index("uniform", gen)
+    x = randn(gen, n, 3)
+    for layer in (snn.GCNConv(3, 8), snn.SAGEConv(3, 8), snn.SAGEConv(3, 8, aggr="sum")):
+        for sx in (x.to_sparse(), x.to_sparse_csr()):
+            assert torch.allclose(layer(sx, ei), layer(x, ei), atol=1e-5)
+    with pytest.raises(ValueError, match="SAGEConv: x is a torch.sparse_coo tensor, but "
+                                         "aggr='max' reads x itself"):
+        snn.SAGEConv(3, 8, aggr="max")(x.to_sparse(), ei)
+    with pytest.raises(ValueError, match="GINConv: x is a torch.sparse_csr tensor"):
+        snn.GINConv(torch.nn.Linear(3, 3))(x.to_sparse_csr(), ei)
+    with pytest.raises(ValueError, match="MaxK: x is a torch.sparse_coo tensor"):
+        snn.MaxK(2)(x.to_sparse())
+    for fn in (lambda t: ops.dropout(t, 0.5), snn.Dropout(0.5)):
+        with pytest.raises(ValueError, match="dropout: input is a torch.sparse_coo tensor"):
+            fn(x.to_sparse())
+    # meta tensors (a model built on the meta device) get torch's dropout, as torch.nn.Dropout
+    y = ops.dropout(torch.empty(n, 3, device="meta"), 0.5)
+    assert y.device.type == "meta" and y.shape == (n, 3)
+    # GINConv's narrowing Linear runs first: a sparse x is taken there
+    gin = snn.GINConv(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()))
+    assert torch.allclose(gin(x.to_sparse(), ei), gin(x, ei), atol=1e-5)
+
+
+def test_argument_checks_trace_under_torch_compile(gen):
+    """The Python-side checks read sizes, not data, under torch.compile: with dynamic shapes
+    num_features is symbolic, and CBSR columns are range-checked in eager mode only (fake
+    tensors hold no values)."""
+    ei, n = make_edge_index("uniform", gen)
+    g = spgnn.Graph(ei, n)
+
+    def f(x, d_out):
+        values, columns = ops.maxk(x, 3)
+        out = ops.cbsr_spgemm(g, values, columns, x.shape[1])
+        out = out.sum() + ops.cbsr_sspmm(g, d_out, values, columns).sum()
+        out = out + ops.cbsr_to_dense(values, columns, x.shape[1]).sum()
+        return out + ops.edge_softmax(g, ops.u_dot_v(g, x, x)).sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True, dynamic=True)
+    for F in (8, 12):
+        x, d_out = randn(gen, n, F), randn(gen, n, F)
+        assert torch.allclose(compiled(x, d_out), f(x, d_out), rtol=1e-4, atol=1e-4)

@@ -39,7 +39,7 @@ from torch import Tensor
 from torch.nn import Parameter
 
 from .. import _ops
-from .._runtime import check_float, check_tensor
+from .._runtime import INT64_MAX, check_float, check_int, check_real
 from ..distributed import DistGraph
 from ..graph import Graph, as_graph, resolve
 
@@ -76,6 +76,8 @@ def _check_channels(in_channels, out_channels, cls, bipartite=False):
             continue  # lazy: the width is read from the first input, as in PyG
         if v <= 0:
             raise ValueError(f"{cls}: {name} must be positive, got {v}")
+        if v > INT64_MAX:  # torch.empty's shape would fail with an overflow naming nothing
+            raise ValueError(f"{cls}: {name} = {v} is too large")
     return (in_channels, in_channels)
 
 
@@ -107,10 +109,36 @@ def _materialize(lin, t: Tensor, init=None) -> None:
 
 def _check_width(cls, lin, t: Tensor, name: str, in_channels) -> None:
     """A wrong input width is named here; PyG's layers fail inside torch.mm. Reads the weight's
-    shape, not in_features: a lazy Linear given a state dict keeps in_features 0."""
+    shape, not in_features: a lazy Linear given a state dict keeps in_features 0. A dtype other
+    than the weights' is named too (_check_dtype)."""
     if lin is not None and t.shape[1] != lin.weight.shape[1]:
         raise ValueError(f"{cls}: {name} has {t.shape[1]} features but in_channels is "
                          f"{in_channels}")
+    if lin is not None:
+        _check_dtype(cls, t, name, lin.weight)
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _check_dtype(cls, t: Tensor, name: str, weight: Optional[Tensor]) -> None:
+    """x in the weights' dtype, as PyG's layers need it too (they fail inside torch's matmul:
+    "expected m1 and m2 to have the same dtype"). A float64 model (.double()) takes float64 x;
+    under torch.autocast the GEMMs cast both sides themselves."""
+    if weight is None or t.dtype == weight.dtype or torch.is_autocast_enabled(t.device.type):
+        return
+    have, want = _dtype_name(t.dtype), _dtype_name(weight.dtype)
+    raise TypeError(f"{cls}: {name} is {have} but the layer's weights are {want}: pass "
+                    f"{name}.to(torch.{want}) or convert the layer (layer.to(torch.{have}))")
+
+
+def _dense(cls, t: Tensor, name: str, why: str) -> None:
+    """A sparse x is taken where a Linear reads it first, as torch's Linear and PyG's layers
+    take it; an aggregation that reads x itself needs its rows in memory."""
+    if t.layout != torch.strided:
+        raise ValueError(f"{cls}: {name} is a {t.layout} tensor, but {why} reads {name} itself "
+                         f"and takes a dense (strided) tensor: pass {name}.to_dense()")
 
 
 def _unsupported_kwargs(kwargs, cls):
@@ -189,7 +217,8 @@ def _linear_aggregate(x: Tensor, weight: Tensor, bias: Optional[Tensor], agg,
     it during the lookups (torch.compile's scheduler hoists the lookups either way)."""
     fin, fout = weight.shape[1], weight.shape[0]
     base = F.linear(root[0], root[1], bias) if root is not None else None
-    if _padded(fin) <= _padded(fout):
+    # A sparse x (torch's Linear takes one) is transformed first: the aggregation reads dense rows.
+    if _padded(fin) <= _padded(fout) and x.layout == torch.strided:
         pad = _padded(fin) - fin
         a = agg(F.pad(x, (0, pad)) if pad else x)
         a = a[:, :fin] if pad else a
@@ -416,6 +445,8 @@ class SAGEConv(torch.nn.Module):
         if self.project:
             x = F.relu(self.lin(x))
         root = (x_root, self.lin_r.weight) if self.root_weight else None
+        if self._reduce not in ("sum", "mean"):
+            _dense("SAGEConv", x, "x_src" if bipartite else "x", f"aggr={self.aggr!r}")
         if self._reduce in ("sum", "mean"):
             out = _linear_aggregate(x, self.lin_l.weight, self.lin_l.bias,
                                     lambda t: _aggregate(edge_index, self._reduce, t, n, n_src),
@@ -444,7 +475,9 @@ class GINConv(torch.nn.Module):
         if not isinstance(nn, torch.nn.Module) and not callable(nn):
             raise TypeError(f"GINConv: nn must be a torch.nn.Module, got {type(nn).__name__}")
         self.nn = nn
-        self.initial_eps = float(eps)
+        if isinstance(eps, Tensor) and eps.numel() == 1:  # float(eps) took one before
+            eps = eps.item()
+        self.initial_eps = check_real(eps, "GINConv: eps")
         if train_eps:
             self.eps = Parameter(torch.empty(1))
         else:
@@ -465,6 +498,9 @@ class GINConv(torch.nn.Module):
         x, x_dst = _input_pair(x, edge_index, size, "GINConv")
         bipartite = x is not x_dst
         n_src = x.shape[0] if bipartite else -1
+        if isinstance(self.nn, torch.nn.Module):
+            weight = next((p for p in self.nn.parameters() if p.dtype.is_floating_point), None)
+            _check_dtype("GINConv", x, "x_src" if bipartite else "x", weight)
         edge_index = as_graph(edge_index)
         n = x_dst.shape[0]
         first = self.nn[0] if isinstance(self.nn, torch.nn.Sequential) and len(self.nn) else None
@@ -480,6 +516,9 @@ class GINConv(torch.nn.Module):
             for m in list(self.nn)[1:]:
                 out = m(out)
             return out
+        _dense("GINConv", x, "x_src" if bipartite else "x", "the sum aggregation")
+        if bipartite:
+            _dense("GINConv", x_dst, "x_dst", "the (1 + eps) x_dst term")
         out = _aggregate(edge_index, "sum", x, n, n_src)
         out = out + (1 + self.eps) * x_dst
         return self.nn(out)
@@ -506,12 +545,11 @@ class GATConv(torch.nn.Module):
         if edge_dim is not None:
             raise NotImplementedError("GATConv: edge features (edge_dim) are not supported by "
                                       "spgnn.nn")
-        if not isinstance(heads, int) or heads < 1:
-            raise ValueError(f"GATConv: heads must be a positive int, got {heads!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"GATConv: dropout must be in [0, 1), got {dropout}")
+        heads = check_int(heads, "GATConv: heads", 1, what="a positive int (at most 2^63 - 1)")
+        dropout = check_real(dropout, "GATConv: dropout", 0.0, 1.0, hi_open=True)
+        negative_slope = check_real(negative_slope, "GATConv: negative_slope")
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
-        self.concat, self.negative_slope, self.dropout = concat, float(negative_slope), dropout
+        self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout
         self.add_self_loops, self.residual = add_self_loops, residual
         # As PyG: one transform `lin`, or `lin_src` and `lin_dst` when in_channels is a pair.
         self.lin = self.lin_src = self.lin_dst = None
@@ -546,6 +584,10 @@ class GATConv(torch.nn.Module):
         if edge_attr is not None:
             raise NotImplementedError("GATConv: edge_attr is not supported by spgnn.nn")
         x, x_dst = _input_pair(x, edge_index, size, "GATConv")
+        for t, name in ((x, "x_src" if x is not x_dst else "x"), (x_dst, "x_dst")):
+            if t.dtype != torch.float32:
+                raise TypeError(f"GATConv: {name} is {_dtype_name(t.dtype)}, but spgnn's attention "
+                                "kernels take float32")
         # PyG's order of first use (the residual first), so lazy widths draw the same numbers
         for lin, t in ((self.res, x_dst), (self.lin, x), (self.lin_src, x), (self.lin_dst, x_dst)):
             _materialize(lin, t, lambda m: _glorot(m.weight))
@@ -559,9 +601,6 @@ class GATConv(torch.nn.Module):
                                                                              torch.sparse_csr)
         layout = edge_index.layout if sparse_in else None
         edge_index = as_graph(edge_index)
-        for t in (x, x_dst):
-            if t.dtype != torch.float32:
-                raise TypeError(f"GATConv: spgnn's attention kernels take float32, got {t.dtype}")
         n, n_src, H, C = x_dst.shape[0], x.shape[0], self.heads, self.out_channels
         if self.lin is not None:
             feat = self.lin(x)

@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 
 from .. import _ops
-from .._runtime import check_float
+from .._runtime import check_float, check_int
 
 __all__ = ["MaxK"]
 
@@ -18,12 +18,13 @@ class MaxK(torch.nn.Module):
 
     def __init__(self, k: int):
         super().__init__()
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"MaxK: k must be a positive int, got {k!r}")
-        self.k = k
+        self.k = check_int(k, "MaxK: k", 1, what="a positive int (at most 2^63 - 1)")
 
     def forward(self, x: Tensor) -> Tensor:
         check_float(x, "x", ndim=(2,), contiguous=False)
+        if x.layout != torch.strided:
+            raise ValueError(f"MaxK: x is a {x.layout} tensor: MaxK takes a dense (strided) "
+                             "tensor (x.to_dense())")
         if x.dtype != torch.float32:
             raise TypeError(f"MaxK takes float32, got {x.dtype}")
         F = x.shape[1]
