@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "spgnn/io.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -185,6 +186,23 @@ TEST_F(Cli, TrainLeavesUnevaluatedEpochsWithoutAccuracies) {
   EXPECT_NE(log.out.find("epoch   10/20  loss"), std::string::npos) << log.out;
   EXPECT_NE(log.out.find("train   -    val   -"), std::string::npos) << log.out;
   EXPECT_EQ(log.out.find("train 0.000  val 0.000"), std::string::npos) << log.out;
+}
+
+// An empty split has no accuracy: "n/a" and JSON null, not 0 (a model that got every vertex
+// wrong).
+TEST_F(Cli, TrainReportsNoAccuracyForAnEmptySplit) {
+  ASSERT_EQ(run("generate planted --n 300 --classes 3 -o " + path("ds")).code, 0);
+  spgnn::write_npy(spgnn::Tensor::from_vector<int64_t>({}), path("ds/test_idx.npy"));
+  auto r = run("train --dataset " + path("ds") + " --epochs 3 --device cpu");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("test accuracy n/a (empty split) at best validation accuracy 0."),
+            std::string::npos) << r.out;
+  auto j = run("train --dataset " + path("ds") + " --epochs 3 --device cpu --format json");
+  ASSERT_EQ(j.code, 0) << j.out;
+  const size_t at = j.out.rfind("\n{");
+  const auto doc = nlohmann::json::parse(at == std::string::npos ? j.out : j.out.substr(at + 1));
+  EXPECT_TRUE(doc["test_acc"].is_null()) << doc.dump();
+  EXPECT_TRUE(doc["best_val_acc"].is_number()) << doc.dump();
 }
 
 // Half training takes TF32 tensor-core GEMMs by default (--no-tf32 opts out); float32 runs stay

@@ -292,8 +292,9 @@ void run_train(const TrainOpts& o) {
     j["parameters"] = model.num_parameters();
     j["epochs"] = o.epochs;
     j["best_epoch"] = r.best_epoch;
-    j["best_val_acc"] = r.best_val_acc;
-    j["test_acc"] = r.test_acc_at_best;
+    // An empty split has no accuracy (null): 0 would read as a model that got every vertex wrong.
+    j["best_val_acc"] = data.val_idx.numel() ? nlohmann::json(r.best_val_acc) : nlohmann::json();
+    j["test_acc"] = data.test_idx.numel() ? nlohmann::json(r.test_acc_at_best) : nlohmann::json();
     j["final_loss"] = last.loss;
     j["final_train_acc"] = last.train_acc;
     j["ms_per_epoch"] = r.median_ms;
@@ -331,8 +332,14 @@ void run_train(const TrainOpts& o) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::printf("test accuracy %.4f at best validation accuracy %.4f (epoch %lld)\n",
-              r.test_acc_at_best, r.best_val_acc, (long long)r.best_epoch);
+  const auto acc = [](const Tensor& split, double a) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4f", a);
+    return split.numel() ? std::string(buf) : std::string("n/a (empty split)");
+  };
+  std::printf("test accuracy %s at best validation accuracy %s (epoch %lld)\n",
+              acc(data.test_idx, r.test_acc_at_best).c_str(),
+              acc(data.val_idx, r.best_val_acc).c_str(), (long long)r.best_epoch);
   if (o.epochs > 0) std::printf("time          %.3f ms/epoch (median of %lld)\n", r.median_ms, (long long)o.epochs);
   if (o.dtype == "f16" && o.epochs > 0)
     std::printf("loss scale    %g at the end, %lld step(s) skipped for non-finite gradients\n",
