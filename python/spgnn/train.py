@@ -453,8 +453,17 @@ def run(args: argparse.Namespace, log=print) -> dict:
         local_ranks = 1
     dev = _device(args.device, local_rank, local_ranks)
     d = _load_part(args, dev, rank) if distributed else _load_single(args, dev, log)
-    results = [train_once(args, d, dev, args.seed + r, rank, world, distributed, log)
-               for r in range(args.runs)]
+    try:
+        results = [train_once(args, d, dev, args.seed + r, rank, world, distributed, log)
+                   for r in range(args.runs)]
+    except RuntimeError as e:  # torch.OutOfMemoryError is one
+        if not _out_of_memory(e):
+            raise
+        raise SystemExit(
+            f"out of memory on {dev} training {args.model} with --hidden {args.hidden}, --layers "
+            f"{args.layers}{f', --heads {args.heads}' if args.model == 'gat' else ''} on "
+            f"{args.dist or args.dataset} ({str(e).splitlines()[0][:200]}): lower --hidden or "
+            "--layers, or split the graph with `spgnn partition` and train with --dist") from None
     per_rank = _gather([d.halo_fraction, results[-1]["last"][3],
                         results[-1]["last"][2]], dev, world, distributed)
     accs = [r["test_acc"] for r in results]
@@ -486,6 +495,14 @@ def run(args: argparse.Namespace, log=print) -> dict:
                 json.dump(summary, f, indent=1)
             os.replace(tmp, args.json)
     return summary
+
+
+def _out_of_memory(e: RuntimeError) -> bool:
+    """An allocation that failed (torch's CUDA OOM, the CPU allocator's refusal, or a size past
+    what a tensor can hold): too large a model for the machine, which a traceback would not say."""
+    text = str(e)
+    return (isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in text
+            or "Storage size calculation overflowed" in text or "out of memory" in text)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

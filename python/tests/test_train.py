@@ -168,6 +168,19 @@ def test_cli_numbers_out_of_range_are_argparse_errors(tmp_path, capsys):
         r.stderr[-3000:]
 
 
+def test_a_model_too_large_for_memory_is_a_clear_error(tmp_path):
+    """--hidden within int64 but past memory (or past what a tensor can hold): a message naming
+    the flags, not torch's allocator traceback."""
+    ds = _small_dataset(tmp_path / "d", [0, 1, 0, 1, 0, 1], [0, 1], [2, 3], [4, 5])
+    for hidden in (2**40, 2**61):
+        with pytest.raises(SystemExit) as e:
+            _single("--dataset", ds, "--epochs", "1", "--hidden", hidden, *CPU)
+        msg = str(e.value.code)
+        assert msg.startswith("out of memory on cpu training gcn with --hidden "
+                              f"{hidden}, --layers 2 on "), msg
+        assert "lower --hidden or --layers" in msg
+
+
 def test_an_empty_test_split_reports_no_accuracy(tmp_path):
     """No test vertex (or only unlabelled ones): the accuracy is "n/a", and null in the JSON,
     not 0 (a model that got every vertex wrong)."""
