@@ -300,6 +300,24 @@ def _spawn(target, world, tmp_path, *args):
     assert [p.exitcode for p in procs] == [0] * world
 
 
+def _check_parts_against_whole(world, tmp_path, pdir, graph, n, gen):
+    """Every model of MODELS on the whole graph (initial state, forward, input and weight
+    gradients), then _model_worker on each part of pdir checks its rank's share against them."""
+    x = torch.randn(n, 12, generator=gen)
+    up = torch.randn(n, 5, generator=gen)
+    states, want = {}, {}
+    for name, build in MODELS.items():
+        torch.manual_seed(zlib.crc32(name.encode()))
+        model = build()
+        states[name] = {k: v.clone() for k, v in model.state_dict().items()}
+        xg = x.clone().requires_grad_()
+        out = model(xg, graph)
+        (out * up).sum().backward()
+        want[name] = (out.detach(), xg.grad,
+                      {k: v.grad.clone() for k, v in model.named_parameters()})
+    _spawn(_model_worker, world, tmp_path, str(pdir), x, up, states, want)
+
+
 @pytest.mark.parametrize("world", [2, 3])
 def test_layers_on_parts_match_whole_graph(tmp_path, world):
     """Every layer kind, through DistGraph on every part: forward, input gradient and (summed
@@ -313,19 +331,7 @@ def test_layers_on_parts_match_whole_graph(tmp_path, world):
                     "--method", "random"], check=True, capture_output=True)
     d = spgnn.io.read_dataset(str(ds))
     gen = torch.Generator().manual_seed(world)
-    x = torch.randn(d.num_nodes, 12, generator=gen)
-    up = torch.randn(d.num_nodes, 5, generator=gen)
-    states, want = {}, {}
-    for name, build in MODELS.items():
-        torch.manual_seed(zlib.crc32(name.encode()))
-        model = build()
-        states[name] = {k: v.clone() for k, v in model.state_dict().items()}
-        xg = x.clone().requires_grad_()
-        out = model(xg, d.edge_index)
-        (out * up).sum().backward()
-        want[name] = (out.detach(), xg.grad,
-                      {k: v.grad.clone() for k, v in model.named_parameters()})
-    _spawn(_model_worker, world, tmp_path, str(pdir), x, up, states, want)
+    _check_parts_against_whole(world, tmp_path, pdir, d.edge_index, d.num_nodes, gen)
 
 
 def test_layers_on_weighted_parts_match_whole_graph(tmp_path):
@@ -350,16 +356,4 @@ def test_layers_on_weighted_parts_match_whole_graph(tmp_path):
     assert all(p.edge_weight is not None for p in parts)
     ei = torch.cat([p.global_ids[p.edge_index] for p in parts], 1)
     graph = spgnn.Graph(ei, n, torch.cat([p.edge_weight for p in parts]))
-    x = torch.randn(n, 12, generator=gen)
-    up = torch.randn(n, 5, generator=gen)
-    states, want = {}, {}
-    for name, build in MODELS.items():
-        torch.manual_seed(zlib.crc32(name.encode()))
-        model = build()
-        states[name] = {k: v.clone() for k, v in model.state_dict().items()}
-        xg = x.clone().requires_grad_()
-        out = model(xg, graph)
-        (out * up).sum().backward()
-        want[name] = (out.detach(), xg.grad,
-                      {k: v.grad.clone() for k, v in model.named_parameters()})
-    _spawn(_model_worker, world, tmp_path, str(pdir), x, up, states, want)
+    _check_parts_against_whole(world, tmp_path, pdir, graph, n, gen)
