@@ -52,7 +52,7 @@ const StrategyInfo& find_strategy(OpKind op, const std::string& name);
 void check_schedule(OpKind op, const Schedule& s);
 
 // Whether gspmm's half-precision GPU kernel beat float32 at feature width F on every graph of
-// the measurements behind `auto` (multiples of 8 from 64 to 128, then multiples of 64;
+// the measurements behind `auto` (multiples of 8 from 64 to 256, then multiples of 64;
 // docs/STRATEGIES.md): code that picks an aggregation's dtype without seeing the graph (the
 // Python package under torch.autocast) keeps float32 at other widths; `spgnn train --dtype
 // bf16|f16` also reads the graph's degrees.

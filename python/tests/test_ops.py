@@ -518,14 +518,15 @@ def test_gsddmm_half_precision_on_the_cpu(gen, dtype):
 
 
 def test_autocast_picks_float32_for_narrow_gpu_aggregations():
-    """The GPU autocast rule (the half g-SpMM runs at multiples of 8 features from 64 to 128,
+    """The GPU autocast rule (the half g-SpMM runs at multiples of 8 features from 64 to 256,
     then at multiples of 64), checked on its inputs: it reads only widths, so fake tensors under
     torch.compile get the same pick."""
     from spgnn._ops import _gpu_half_pays
     h = torch.zeros(1, dtype=torch.int64)
     for F, want in ((0, False), (1, False), (16, False), (48, False), (63, False), (64, True),
                     (68, False), (72, True), (120, True), (128, True), (130, False),
-                    (136, False), (192, True), (256, True), (260, False)):
+                    (136, True), (192, True), (200, True), (248, True), (256, True),
+                    (260, False), (264, False), (320, True)):
         u = torch.empty(5, F)
         assert _gpu_half_pays("gspmm", (h, "copy_u", "sum", u, None, 5, "")) is want, F
         assert _gpu_half_pays("gspmm_arg", (h, "u_mul_e", "max", u, torch.empty(7), 5, "")) is want

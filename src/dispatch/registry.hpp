@@ -76,12 +76,13 @@ struct DegreeStats {
 std::shared_ptr<const DegreeStats> degree_stats(const Graph& g);
 // Whether a sum/mean SpMM of width F over g runs faster on the GPU with half-precision features
 // (the half kernels `auto` picks) than in float32 (auto): on regular dense rows, at widths that
-// fill 16-byte half vectors (F % 8 == 0) from F = 32 to 128, and at multiples of 64 beyond.
+// fill 16-byte half vectors (F % 8 == 0) from F = 32 to 256, and at multiples of 64 beyond.
 // H200, the Reddit shape, copy_u, bfloat16 against float32 `auto` (docs/BENCHMARKS.md, "Half
 // aggregations from 32 features" and "One pass of 16 lanes"): F = 32 / 40 / 48 / 56 / 64 1.64x /
 // 1.35x / 1.54x / 1.44x / 1.84x; F = 72 / 80 / 96 / 104 / 120 1.40x / 1.41x / 1.51x / 1.42x /
-// 1.34x (gnnone's one 16-lane pass); F = 128 / 256 1.78-1.80x; F = 136 level (0.998x: two
-// passes again), F = 16 0.83x, F = 44 0.82x, F = 68 / 100 (pairs of halves) 0.6-0.7x. u_mul_e
+// 1.34x (gnnone's one 16-lane pass); F = 128 / 256 1.78-1.80x; F = 136 / 168 / 200 / 248
+// 1.67x / 1.42x / 1.21x / 1.10x (one 32-lane pass; three or more passes of 8 were level or
+// slower), F = 16 0.83x, F = 44 0.82x, F = 68 / 100 (pairs of halves) 0.6-0.7x. u_mul_e
 // alike (F = 32 / 48 / 64: 1.28x / 1.38x / 1.81x). R-MAT (scale 21, average degree 16) loses
 // below F = 64 (0.86-0.92x at 40 / 48 / 56), less than the conversions around the SpMM would
 // cost. Callers that may choose (nn::aggregate under --dtype bf16|f16) keep float32 elsewhere.
@@ -94,10 +95,12 @@ bool fast_dram(Device d);
 // The widths of half_spmm_pays: F % 8 == 0 (16-byte half vectors), from kHalfSpmmMinRegularF
 // on regular dense rows and from kHalfSpmmMinF on any graph (half_spmm_width_pays, for Python's
 // autocast, which cannot read the graph while torch.compile traces: R-MAT loses below 64), up
-// to kHalfSpmmOnePassF (gnnone's widest one-pass half row on Reddit-sized graphs), then
-// multiples of kHalfSpmmMinF. R-MAT scale 21, bfloat16 against float32 `auto`, copy_u: F = 64 /
-// 72 / 96 / 120 / 128 / 136 1.39x / 1.74x / 1.60x / 1.70x / 1.77x / 1.31x (H200).
-constexpr int64_t kHalfSpmmMinF = 64, kHalfSpmmOnePassF = 128;
+// to kHalfSpmmOnePassF (gnnone's widest one-pass half row, 32 lanes of 8 halves, on
+// Reddit-sized graphs), then multiples of kHalfSpmmMinF. bfloat16 against float32 `auto`,
+// copy_u (H200): R-MAT scale 21 F = 64 / 72 / 96 / 120 / 128 / 136 / 200 / 248 1.39x / 1.74x /
+// 1.60x / 1.70x / 1.77x / 1.31x / 1.65x / 1.64x; the Reddit shape F = 136 / 200 / 248 1.67x /
+// 1.21x / 1.10x.
+constexpr int64_t kHalfSpmmMinF = 64, kHalfSpmmOnePassF = 256;
 constexpr int64_t kHalfSpmmMinRegularF = 32, kHalfSpmmWidthMultiple = 8;
 bool half_spmm_width(int64_t F, int64_t min_f);
 

@@ -457,7 +457,7 @@ TEST(HalfGpu, GnnoneOnePassBetweenTwoEightLaneChunks) {
     }
   const Graphs G = with_device_copy(graph_from_edges(3000, cols, rows, colv));
   for (DType h : {DType::bf16, DType::f16})
-    for (int64_t F : {64, 72, 88, 120, 128, 136})
+    for (int64_t F : {64, 72, 88, 120, 128, 136, 184, 248, 256, 264})
       check_half_spmm_on(G, "160K columns", h, SpmmOp::u_mul_e, Reduce::sum, F, 1, DType::f32,
                          "gnnone");
 #endif
@@ -541,8 +541,9 @@ TEST(HalfGpu, NnAggregateInBfloat16WhereItPays) {
   cases.push_back({"dense regular F=100", dense, 100, false});
   cases.push_back({"dense regular F=120", dense, 120, true});
   cases.push_back({"dense regular F=128", dense, 128, true});
-  cases.push_back({"dense regular F=136", dense, 136, false});  // past 128: multiples of 64
+  cases.push_back({"dense regular F=136", dense, 136, true});  // gnnone's one 32-lane pass
   cases.push_back({"dense regular F=192", dense, 192, true});
+  cases.push_back({"dense regular F=264", dense, 264, false});  // past 256: multiples of 64
   cases.push_back({"rmat F=72", graphs(GraphKind::rmat, DType::i32).host, 72, false});
   for (const Case& c : cases) {
     const Graph dev = c.host.to(Device::cuda());

@@ -486,9 +486,12 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
     // pass moves half the feature bytes of a float32 one, so the per-pass walk over the
     // non-zeros weighs more than the larger L2 working set: one pass won even where the matrix
     // exceeded L2 (F = 120, 56 MB). Full second passes (F = 128) keep two.
+    // Likewise 128 < F < 256 (17-31 vectors) in one pass of 32 lanes: F = 136 / 152 / 184 5.95 /
+    // 6.45 / 7.75 ms against three or four passes of 8, 10.08 / 10.85 / 12.66 (float32 `auto`
+    // 9.99 / 10.05 / 10.24; H200, the Reddit shape, bfloat16 copy_u, SPGNN_GNNONE_MAX_GROUP=32).
     if (V == 8 && max_group == 8 && !gnnone::forced_max_group() && geo.nv > 8 && geo.nv % 8 != 0 &&
-        geo.nv < 16)
-      max_group = 16;
+        geo.nv < 32)
+      max_group = geo.nv < 16 ? 16 : 32;
     while ((1 << geo.g_log2) < geo.nv && (2 << geo.g_log2) <= max_group) ++geo.g_log2;
     geo.passes = (geo.nv + (1 << geo.g_log2) - 1) >> geo.g_log2;
   } else {
