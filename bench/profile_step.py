@@ -3,8 +3,16 @@
 kernels each runs and how long they take (torch.profiler), to find where a compiled step loses.
 
     PYTHONPATH=build/python python3 bench/profile_step.py --graph G.npy --models gcn [--steps 10]
-        [--trace DIR]
+        [--trace DIR] [--cprofile]
+
+--cprofile also runs the steps under Python's cProfile and prints the functions with the most
+self time: where the host spends a step (torch.compile's wrappers, custom-op dispatch, spgnn's
+Python), which torch.profiler shows only as spans.
 """
+import cProfile
+import io
+import pstats
+
 import torch
 from torch.profiler import ProfilerActivity, profile
 
@@ -14,6 +22,8 @@ from _interleaved import inputs, parse, parser, speed
 def main():
     ap = parser(__doc__, "gcn")
     ap.add_argument("--trace", help="also write a Chrome trace per model and mode into this folder")
+    ap.add_argument("--cprofile", action="store_true",
+                    help="also profile the steps' Python with cProfile (top functions by self time)")
     a = parse(ap)
     import spgnn.nn as snn
 
@@ -36,6 +46,16 @@ def main():
             print(prof.key_averages().table(sort_by=key, row_limit=25, max_name_column_width=70))
             if a.trace:
                 prof.export_chrome_trace(f"{a.trace}/{name}-{mode}.json")
+            if a.cprofile:
+                pr = cProfile.Profile()
+                pr.enable()
+                for _ in range(a.steps):
+                    speed.timed_step_host(m, run, opt, x, y, sel, ei)
+                pr.disable()
+                out = io.StringIO()
+                pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(25)
+                print(f"==== {name} {mode}: cProfile of {a.steps} steps, by self time")
+                print(out.getvalue())
             torch._dynamo.reset()
 
 
