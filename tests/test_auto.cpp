@@ -141,7 +141,7 @@ TEST(Auto, GpuStrategiesAreRegisteredWithTheirParameterSpaces) {
 }  // namespace spgnn::test
 
 // The graph-blind half-SpMM width rule (Python's autocast): 16-byte half vectors (F % 8 == 0)
-// from 64 to 128, where gnnone runs a half row in one pass, then multiples of 64.
+// from 64 to 256, where gnnone runs a half row in one pass, then multiples of 64.
 TEST(Auto, HalfSpmmWidthRule) {
   for (int64_t F : {64, 72, 80, 96, 104, 120, 128, 136, 152, 192, 200, 248, 256, 320, 512})
     EXPECT_TRUE(spgnn::half_spmm_width_pays(F)) << F;

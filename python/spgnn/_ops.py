@@ -786,9 +786,9 @@ register_autograd(f"{_lib}::dropout", _dropout_backward, setup_context=_dropout_
 # kernels (gspmm, gsddmm), float32 for the others, and for g-SpMMs float32 unless
 # C.half_spmm_width_pays(width) (multiples of 8 from 64 to 256, then multiples of 64): elsewhere
 # the GPU's half SpMM is slower than float32 on R-MAT graphs (0.86-0.92x at F = 40-56, H200),
-# and on the Reddit shape at widths off 8 (0.6-0.7x at F = 68 / 100; docs/STRATEGIES.md). Only the width decides (not the graph's degrees, as
-# `spgnn train` does): torch.compile runs this on fake tensors, and eager and compiled code
-# must pick the same dtype.
+# and on the Reddit shape at widths off 8 (0.6-0.7x at F = 68 / 100; docs/STRATEGIES.md).
+# Only the width decides (not the graph's degrees, as `spgnn train` does): torch.compile runs
+# this on fake tensors, and eager and compiled code must pick the same dtype.
 # The dtype is read at each call, so one registration serves bfloat16 and float16 regions.
 
 _AUTOCAST_OPS = ("gspmm", "gspmm_arg", "gsddmm", "edge_softmax",

@@ -488,7 +488,9 @@ void run(const SpmmProblem& p, const gnnone::Params& prm, cudaStream_t st) {
     // exceeded L2 (F = 120, 56 MB). Full second passes (F = 128) keep two.
     // Likewise 128 < F < 256 (17-31 vectors) in one pass of 32 lanes: F = 136 / 152 / 184 5.95 /
     // 6.45 / 7.75 ms against three or four passes of 8, 10.08 / 10.85 / 12.66 (float32 `auto`
-    // 9.99 / 10.05 / 10.24; H200, the Reddit shape, bfloat16 copy_u, SPGNN_GNNONE_MAX_GROUP=32).
+    // 9.99 / 10.05 / 10.24; H200, the Reddit shape, bfloat16 copy_u, SPGNN_GNNONE_MAX_GROUP=32);
+    // two passes of 16 lose at F = 168 / 200 (8.24 / 9.00 against 7.10 / 8.53) and tie from
+    // 232. F = 256 keeps four full passes of 8 over 128-byte-aligned slices (6.89 ms).
     if (V == 8 && max_group == 8 && !gnnone::forced_max_group() && geo.nv > 8 && geo.nv % 8 != 0 &&
         geo.nv < 32)
       max_group = geo.nv < 16 ? 16 : 32;
