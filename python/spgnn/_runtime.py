@@ -13,7 +13,7 @@ from torch.utils.dlpack import to_dlpack as _to_dlpack
 from . import _C
 
 __all__ = ["C", "stream_of", "on_device", "arr", "check_tensor", "check_float",
-           "check_same_dtype", "check_int", "check_real", "INT64_MAX"]
+           "check_same_dtype", "check_int", "check_real", "INT64_MAX", "dtype_name"]
 
 C = _C
 
@@ -47,6 +47,11 @@ def arr(t: Optional[Tensor]):
 _FLOATS = (torch.float32, torch.float64)
 
 
+def dtype_name(dtype) -> str:
+    """torch.float32 -> 'float32', as error messages name dtypes."""
+    return str(dtype).replace("torch.", "")
+
+
 def check_tensor(t, name: str, *, ndim: Optional[Sequence[int]] = None, dtypes=None,
                  device: Optional[torch.device] = None, rows: Optional[int] = None,
                  rows_name: str = "", contiguous: bool = True) -> None:
@@ -62,8 +67,8 @@ def check_tensor(t, name: str, *, ndim: Optional[Sequence[int]] = None, dtypes=N
     if contiguous and t.layout != torch.strided:
         raise ValueError(f"{name} is a {t.layout} tensor: this op takes a dense (strided) tensor")
     if dtypes is not None and t.dtype not in dtypes:
-        want = ", ".join(str(d).replace("torch.", "") for d in dtypes)
-        raise TypeError(f"{name} must have dtype {want}, got {str(t.dtype).replace('torch.', '')}")
+        want = ", ".join(dtype_name(d) for d in dtypes)
+        raise TypeError(f"{name} must have dtype {want}, got {dtype_name(t.dtype)}")
     if ndim is not None and t.dim() not in ndim:
         raise ValueError(f"{name} must have {' or '.join(map(str, ndim))} dimensions, "
                          f"got shape {tuple(t.shape)}")
@@ -95,8 +100,8 @@ def check_same_dtype(*named) -> None:
     named = [(t, n) for t, n in named if t is not None]
     for t, n in named[1:]:
         if t.dtype != named[0][0].dtype:
-            raise TypeError(f"{n} is {str(t.dtype).replace('torch.', '')} but {named[0][1]} is "
-                            f"{str(named[0][0].dtype).replace('torch.', '')}: one op takes one "
+            raise TypeError(f"{n} is {dtype_name(t.dtype)} but {named[0][1]} is "
+                            f"{dtype_name(named[0][0].dtype)}: one op takes one "
                             "float dtype")
 
 

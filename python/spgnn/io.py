@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import torch
 
-from ._runtime import C, check_int
+from ._runtime import C, check_int, dtype_name
 
 __all__ = ["read_npy", "read_dataset", "read_partition"]
 
@@ -102,7 +102,7 @@ def _check_finite(x: torch.Tensor, file: str, global_ids: torch.Tensor) -> None:
     for that reason)."""
     if not x.is_floating_point():
         raise ValueError(f"{file}: features must be float32 (or float64, float16), found "
-                         f"{str(x.dtype).replace('torch.', '')}")
+                         f"{dtype_name(x.dtype)}")
     bad = ~torch.isfinite(x)
     if bool(bad.any()):
         i, j = (int(v) for v in torch.nonzero(bad.reshape(x.shape[0], -1))[0])
@@ -119,7 +119,7 @@ def _check_labels(y: torch.Tensor, file: str, num_classes: int, meta: str,
     ends the CUDA context on a GPU), naming neither file."""
     if y.dim() != 1 or y.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"{file}: labels must be a 1-D int64 (or int32) array, found "
-                         f"{str(y.dtype).replace('torch.', '')} {tuple(y.shape)}")
+                         f"{dtype_name(y.dtype)} {tuple(y.shape)}")
     bad = (y < -1) | (y >= num_classes)
     if bool(bad.any()):
         i = int(torch.nonzero(bad)[0])

@@ -25,7 +25,8 @@ import torch
 from torch import Tensor
 
 from . import _ops
-from ._runtime import check_float, check_int, check_real, check_same_dtype, check_tensor
+from ._runtime import (check_float, check_int, check_real, check_same_dtype, check_tensor,
+                       dtype_name)
 from .graph import Graph
 
 __all__ = ["gspmm", "gsddmm", "edge_softmax", "gat_aggregate", "maxk", "cbsr_to_dense",
@@ -103,8 +104,9 @@ def gspmm(g: Graph, op: str, reduce_op: str, lhs_data: Optional[Tensor] = None,
     ``op``: copy_u, copy_e, u_add_e, u_sub_e, u_mul_e, u_div_e, or DGL's names (copy_lhs,
     copy_rhs, add, sub, mul, div). ``reduce_op``: sum, mean, max, min; targets without incoming
     edges get 0. max/min propagate NaN as ``torch.scatter_reduce`` does, and their gradient goes
-    to one message per output (ties: the first edge in spgnn's edge order). ``rhs_data`` may be omitted when the graph has edge weights. ``strategy`` picks
-    the kernel ("auto", or a schedule such as "gnnone:cache_size=64"; see ``spgnn strategies``).
+    to one message per output (ties: the first edge in spgnn's edge order). ``rhs_data`` may be
+    omitted when the graph has edge weights. ``strategy`` picks the kernel ("auto", or a
+    schedule such as "gnnone:cache_size=64"; see ``spgnn strategies``).
 
     On the GPU, rows of a width that is a multiple of 4 (8 for float16/bfloat16) load as 16-byte
     vectors; other widths load element by element and can run over twice as long (H200, a
@@ -299,9 +301,9 @@ def _check_cbsr(values: Tensor, columns: Tensor, F, F_name: str) -> int:
     want = _ops.cbsr_index_dtype(F)
     if isinstance(columns, Tensor) and columns.dtype in (torch.uint8, torch.uint16) \
             and columns.dtype != want:
-        raise TypeError(f"columns must have dtype {str(want).replace('torch.', '')} for "
+        raise TypeError(f"columns must have dtype {dtype_name(want)} for "
                         f"{F_name} = {F} (uint8 when F <= 256, else uint16), got "
-                        f"{str(columns.dtype).replace('torch.', '')}")
+                        f"{dtype_name(columns.dtype)}")
     check_tensor(columns, "columns", ndim=(2,), dtypes=(want,), device=values.device)
     if columns.shape != values.shape:
         raise ValueError(f"values {tuple(values.shape)} and columns {tuple(columns.shape)} "

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from . import io
 from . import nn as snn
 from . import ops
+from ._runtime import INT64_MAX
 from .distributed import CommStats, DistGraph, all_reduce_gradients
 
 __all__ = ["Net", "main", "parse_args", "run"]
@@ -41,7 +42,6 @@ __all__ = ["Net", "main", "parse_args", "run"]
 MODELS = ("gcn", "sage", "gin", "gat")
 DTYPES = ("fp32", "bf16", "fp16")
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
-_INT64_MAX = 2**63 - 1
 _SEEDS = 2**64  # torch.manual_seed takes seeds below 2^64 (an overflow traceback past them)
 # Where --dataset names are looked up: $SPGNN_DATA, else the checkout's ../shared/data.
 DATA = os.environ.get("SPGNN_DATA") or os.path.normpath(
@@ -136,7 +136,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     # (past int64, a width or count fails deep inside torch or spgnn's core, naming no flag)
     for name in ("layers", "hidden", "heads", "epochs", "runs", "eval_every", "maxk",
                  "report_every"):
-        if getattr(args, name) > _INT64_MAX:
+        if getattr(args, name) > INT64_MAX:
             ap.error(f"--{name.replace('_', '-')} must be at most 2^63 - 1, got "
                      f"{getattr(args, name)}")
     if args.seed + args.runs > _SEEDS:  # the runs' seeds are seed .. seed + runs - 1

@@ -39,7 +39,7 @@ from torch import Tensor
 from torch.nn import Parameter
 
 from .. import _ops
-from .._runtime import INT64_MAX, check_float, check_int, check_real
+from .._runtime import INT64_MAX, check_float, check_int, check_real, dtype_name
 from ..distributed import DistGraph
 from ..graph import Graph, as_graph, resolve
 
@@ -118,17 +118,13 @@ def _check_width(cls, lin, t: Tensor, name: str, in_channels) -> None:
         _check_dtype(cls, t, name, lin.weight)
 
 
-def _dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def _check_dtype(cls, t: Tensor, name: str, weight: Optional[Tensor]) -> None:
     """x in the weights' dtype, as PyG's layers need it too (they fail inside torch's matmul:
     "expected m1 and m2 to have the same dtype"). A float64 model (.double()) takes float64 x;
     under torch.autocast the GEMMs cast both sides themselves."""
     if weight is None or t.dtype == weight.dtype or torch.is_autocast_enabled(t.device.type):
         return
-    have, want = _dtype_name(t.dtype), _dtype_name(weight.dtype)
+    have, want = dtype_name(t.dtype), dtype_name(weight.dtype)
     raise TypeError(f"{cls}: {name} is {have} but the layer's weights are {want}: pass "
                     f"{name}.to(torch.{want}) or convert the layer (layer.to(torch.{have}))")
 
@@ -586,7 +582,7 @@ class GATConv(torch.nn.Module):
         x, x_dst = _input_pair(x, edge_index, size, "GATConv")
         for t, name in ((x, "x_src" if x is not x_dst else "x"), (x_dst, "x_dst")):
             if t.dtype != torch.float32:
-                raise TypeError(f"GATConv: {name} is {_dtype_name(t.dtype)}, but spgnn's attention "
+                raise TypeError(f"GATConv: {name} is {dtype_name(t.dtype)}, but spgnn's attention "
                                 "kernels take float32")
         # PyG's order of first use (the residual first), so lazy widths draw the same numbers
         for lin, t in ((self.res, x_dst), (self.lin, x), (self.lin_src, x), (self.lin_dst, x_dst)):
