@@ -56,12 +56,13 @@ std::vector<int32_t> warp_tasks(const Graph& g) {
   return t;
 }
 
-// Their kernels, for k < 32, run 32 / k tasks a warp, and a lane returns early when the task it
-// would take (its block's first task + its sparse-warp number, up to 12 * 32 / k) is past the
-// last one; the lanes of such a warp that do have a task (in the last blocks of the grid) then
-// skip it, or load part of a shared row and read the rest uninitialised. So for k < 32 their
-// results are wrong on the rows those last tasks touch; elsewhere they are exact. The first task
-// whose block can hit that, a multiple of the block's 12 tasks.
+// For k < 32 their kernels split each warp into 32 / k sub-warps numbered across the block (up to
+// 12 * 32 / k - 1); sub-warp j < 12 works through the edges of the block's task j, and each warp
+// writes out its own task's row. Every lane returns at once when its block's first task plus its
+// sub-warp number is past the last task, work or not, so in the grid's last blocks some warps
+// never write their row (SpGEMM) or leave their part of a shared row unloaded for the others to
+// read (SSpMM). Their results are wrong on the rows those blocks' tasks touch and exact
+// elsewhere. The first task of the first block that can hit that:
 int64_t first_tail_task(int64_t num_tasks, int64_t k) {
   if (k >= 32) return num_tasks;
   const int64_t reach = maxkgnn::kWarpsPerBlock * (32 / k);
