@@ -82,10 +82,15 @@ import json, os, sys
 theirs = {("reddit-sym", 16): (4.96, 3.13), ("reddit-sym", 32): (8.06, 7.15),
           ("reddit-sym", 64): (15.40, 21.07), ("reddit-dir", 32): (7.96, 7.28),
           ("kron21", 16): (4.18, 1.86), ("kron21", 32): (4.62, 2.94), ("kron21", 64): (7.81, 5.35)}
-rows = []
-for f in sorted(os.listdir(sys.argv[1])):
-    if f.startswith("maxk-") and f.endswith(".json"):
-        rows += json.load(open(os.path.join(sys.argv[1], f)))
+def load(prefix):  # the JSON rows of every RESULTS/<prefix>*.json
+    out = []
+    for f in sorted(os.listdir(sys.argv[1])):
+        if f.startswith(prefix) and f.endswith(".json"):
+            out += json.load(open(os.path.join(sys.argv[1], f)))
+    return out
+
+
+rows = load("maxk-")
 print("| graph | k | variant | spgnn SpGEMM | MaxK-GNN (H100) | ratio | spgnn SSpMM | MaxK-GNN (H100) | ratio | maxk share |")
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 bad = 0
@@ -100,10 +105,7 @@ for r in sorted(rows, key=lambda r: (r["graph"], r["k"], r.get("variant", ""))):
             r["spgemm_ms"] > 0.9 * t[0] or r["sspmm_ms"] > 0.9 * t[1]):
         bad += 1
     bad += bool(r.get("failed"))
-same = []
-for f in sorted(os.listdir(sys.argv[1])):
-    if f.startswith("maxkgnn-") and f.endswith(".json"):
-        same += json.load(open(os.path.join(sys.argv[1], f)))
+same = load("maxkgnn-")
 if not same:
     print(f"default cells over 0.9 x MaxK-GNN's H100 times (or failed): {bad}")
 else:
