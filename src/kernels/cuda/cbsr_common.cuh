@@ -179,4 +179,60 @@ __device__ __forceinline__ void atomic_add_vec(float* p, const float (&d)[V]) {
 #endif
 }
 
+// L2 cache policies (sm_80+; createpolicy): where the product's output does not fit in L2
+// (the flat SSpMM on kron21: d_data is 134 MB at k = 16), its reductions keep their lines
+// (evict_last) and the gathered input rows, read once a row, leave first (evict_first).
+__device__ __forceinline__ uint64_t l2_policy_evict_last() {
+  uint64_t p = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+#endif
+  return p;
+}
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t p = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+#endif
+  return p;
+}
+// A read-only float load under an L2 policy.
+__device__ __forceinline__ float ldg_l2(const float* p, uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float v;
+  asm volatile("ld.global.nc.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(policy));
+  return v;
+#else
+  return __ldg(p);
+#endif
+}
+// atomic_add_vec under an L2 policy: vector reductions on sm_90, scalar ones on sm_80.
+template <int V>
+__device__ __forceinline__ void atomic_add_vec_l2(float* p, const float (&d)[V], uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (V == 4) {
+    asm volatile("red.add.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p),
+                 "f"(d[0]), "f"(d[1]), "f"(d[2]), "f"(d[3]), "l"(policy)
+                 : "memory");
+  } else if constexpr (V == 2) {
+    asm volatile("red.add.global.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;" ::"l"(p), "f"(d[0]),
+                 "f"(d[1]), "l"(policy)
+                 : "memory");
+  } else {
+    asm volatile("red.add.global.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p), "f"(d[0]),
+                 "l"(policy)
+                 : "memory");
+  }
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#pragma unroll
+  for (int q = 0; q < V; ++q)
+    asm volatile("red.add.global.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p + q), "f"(d[q]),
+                 "l"(policy)
+                 : "memory");
+#else
+  (void)policy;
+  atomic_add_vec<V>(p, d);
+#endif
+}
+
 }  // namespace spgnn::detail::cbsr

@@ -211,6 +211,11 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
   const int64_t span = int64_t{G} * B;
   const int nb = static_cast<int>((e_end - s * a.segment + span - 1) / span);
   const auto* dout = reinterpret_cast<const unsigned char*>(a.d_out);
+  // kron21's d_data (134 MB at k = 16) outgrows L2: the reductions keep their lines, the
+  // gathered d_out rows (read by one row's consecutive edges, then never) leave first. 5-8%
+  // on kron21 at k = 16 / 64, nothing either way where d_data fits (docs/BENCHMARKS_MAXK.md).
+  const uint64_t keep = cbsr::l2_policy_evict_last();
+  const uint64_t pass_through = cbsr::l2_policy_evict_first();
   struct Edge {
     I u;  // -1: no edge (past the chunk)
     I r;
@@ -252,13 +257,14 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
             reinterpret_cast<const float*>(dout + gnnone::row_offset(E[j].r, a.f_bytes));
 #pragma unroll
         for (int q = 0; q < V; ++q)  // entries >= F: skipped
-          v[j][q] = c[q] < F ? E[j].w * __ldg(src + c[q]) : 0.f;
+          v[j][q] = c[q] < F ? E[j].w * cbsr::ldg_l2(src + c[q], pass_through) : 0.f;
       }
 #pragma unroll
       for (int j = 0; j < B; ++j)
         if (E[j].u >= 0)
-          cbsr::atomic_add_vec<V>(
-              reinterpret_cast<float*>(dd_lane + gnnone::row_offset(E[j].u, a.k_bytes)), v[j]);
+          cbsr::atomic_add_vec_l2<V>(
+              reinterpret_cast<float*>(dd_lane + gnnone::row_offset(E[j].u, a.k_bytes)), v[j],
+              keep);
     };
     Edge e0[B], e1[B], e2[B];
     Word x0[B], x1[B];
