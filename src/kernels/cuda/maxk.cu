@@ -6,9 +6,11 @@
 // (unsigned integers that sort like the floats, maxk_order_key). Warps are persistent and load
 // their next row while they select in the current one, so two rows per warp are in flight.
 // The k-th largest key T is found by a pivot search over a bracket [lo, hi] that always holds T:
-// a round counts the keys >= the pivot (one compare per register, one __reduce_add_sync), and
-// then moves the bound on the losing side to the nearest key actually present (one min/max
-// reduction), so both ends of the bracket are elements of the row. Pivots: the first rounds
+// a round counts the keys >= the pivot (a compare and a predicated add per register, one
+// __reduce_add_sync), and then moves the bound on the losing side to the nearest key actually
+// present, so both ends of the bracket are elements of the row: with d = key - pivot (mod 2^32)
+// the keys >= the pivot come first in d's order, so that key is pivot + min d or pivot + max d
+// (one fused add-min per register, one min/max reduction). Pivots: the first rounds
 // interpolate linearly in value between the bracket's ends at the rank k wants (regula falsi,
 // with the Illinois-style halving of the step when one end moved twice in a row), later rounds
 // halve the key interval (at most 32 more, whatever the data: outliers, infinities, NaNs).
@@ -20,8 +22,12 @@
 // The paper's pivot search ((min + max) / 2 in value, < 10 rounds on typical rows) was the first
 // version here, with the row in shared memory: 0.37 ms for 232,965 x 256 on the H100 (~0.65
 // TB/s; floor ~0.08 ms) and 3.3 ms for 2.1M x 256 (per round a shared-memory load, a ballot and
-// a popc per 32 elements; ~8 rounds; one row per warp at a time). This version: 0.22 ms and
-// 1.9 ms at k = 16, issue-bound (ncu: 1.08 TB/s, SMs issuing on 75% of cycles).
+// a popc per 32 elements; ~8 rounds; one row per warp at a time). This search: 0.22 ms and
+// 1.9 ms at k = 16, issue-bound (ncu: 1.08 TB/s, SMs issuing on 75% of cycles), then 27% fewer
+// on the H200 (2.1M x 256, k = 8..64: 1.71-2.05 -> 1.27-1.48 ms; 232,965 x 256: 0.20-0.24 ->
+// 0.15-0.17 ms) with fewer instructions a row (SASS of the F = 256 kernel: 848 -> 704): the
+// snapping above, the pivot from a hardware reciprocal and bracket values kept as floats, the
+// key maps in two instructions, and stores at one multiply-add from the row's base.
 // A CPU model of the search over 2,000 rows of 256 (uniform, normal, ReLU'd normal, three
 // values, one 1e20 outlier; k = 1..255) needs 1.4-3.8 rounds on average on uniform rows with
 // this rule (interpolation + Illinois + snapping to elements), 7.2-7.7 with value halving +
@@ -54,12 +60,30 @@ constexpr int kRegWarps = 8;
 constexpr int64_t kMaxRegF = 1024;
 constexpr unsigned kFull = 0xffffffffu;
 
-__device__ __forceinline__ uint32_t to_key(float v) {
-  const uint32_t b = __float_as_uint(v);
-  return b ^ ((b & 0x80000000u) ? 0xffffffffu : 0x80000000u);
+// Float bits <-> order key: negative floats have every bit flipped, the others the sign bit.
+// Two instructions each (an arithmetic shift spreads the sign bit).
+__device__ __forceinline__ uint32_t key_bits(uint32_t b) {
+  return b ^ (static_cast<uint32_t>(static_cast<int32_t>(b) >> 31) | 0x80000000u);
 }
-__device__ __forceinline__ float from_key(uint32_t k) {
-  return __uint_as_float((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k);
+__device__ __forceinline__ uint32_t float_bits(uint32_t k) {
+  const uint32_t s = static_cast<uint32_t>(static_cast<int32_t>(k) >> 31);
+  uint32_t b;  // k ^ (~s | 0x80000000) in one LOP3 (the compiler emits two)
+  asm("lop3.b32 %0, %1, %2, %3, 0x4B;" : "=r"(b) : "r"(k), "r"(s), "r"(0x80000000u));
+  return b;
+}
+__device__ __forceinline__ uint32_t to_key(float v) { return key_bits(__float_as_uint(v)); }
+__device__ __forceinline__ float from_key(uint32_t k) { return __uint_as_float(float_bits(k)); }
+// c + (v >= p), as a compare and a predicated add.
+__device__ __forceinline__ uint32_t add_if_ge(uint32_t c, uint32_t v, uint32_t p) {
+  asm("{\n\t.reg .pred q;\n\tsetp.ge.u32 q, %1, %2;\n\t@q add.u32 %0, %0, 1;\n\t}"
+      : "+r"(c)
+      : "r"(v), "r"(p));
+  return c;
+}
+__device__ __forceinline__ float rcp_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
 }
 
 // Warp-wide unsigned min / max / sum (one REDUX instruction on sm_80+).
@@ -168,64 +192,69 @@ __device__ __forceinline__ void prefix_ranks(const bool (&f)[VW * CH], int (&ran
   }
 }
 
+// Column col_of(i, lane) < F. With float4 loads F % 4 == 0, so one compare a chunk.
+template <int VW>
+__device__ __forceinline__ bool in_row(int i, int lane, int F) {
+  if constexpr (VW == 4) return (i / 4) * 128 + lane * 4 < F;
+  else return col_of<VW>(i, lane) < F;
+}
+
 // Top-k of one row held by the warp (v: raw bits, see load_row) into drow / irow.
 template <int VW, int CH, class IdxT>
 __device__ __forceinline__ void select_row(uint32_t (&v)[VW * CH], int F, int k, int lane,
                                            float* __restrict__ drow, IdxT* __restrict__ irow) {
   constexpr int N = VW * CH;
-  bool valid[N];
   uint32_t kmin = 0xffffffffu, kmax = 0u;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    v[i] = to_key(__uint_as_float(v[i]));
-    valid[i] = col_of<VW>(i, lane) < F;
-    kmin = min(kmin, valid[i] ? v[i] : 0xffffffffu);
+    v[i] = key_bits(v[i]);
+    kmin = min(kmin, in_row<VW>(i, lane, F) ? v[i] : 0xffffffffu);
     kmax = max(kmax, v[i]);
   }
   kmin = warp_min(kmin);
   kmax = warp_max(kmax);
 
-  // Bracket: lo <= T <= hi, clo = count(>= lo) > k, chi = count(> hi) < k (T = k-th largest).
   uint32_t lo = kmin, hi = kmax;
+  float vlo = __uint_as_float(float_bits(lo)), vhi = __uint_as_float(float_bits(hi));
   int clo = F, chi = 0;
-  bool exact = k == F;  // keep every key >= t_ge
+  bool exact = k == F;
   uint32_t t_ge = kmin;
-  int side = 0, streak = 0;  // which end moved last (+1 lo, -1 hi) and how many times in a row
+  int side = 0, streak = 0;
   for (int round = 0; !exact && lo < hi; ++round) {
-    uint32_t p = lo + static_cast<uint32_t>((uint64_t{hi} - lo + 1) >> 1);
+    uint32_t p = lo + ((hi - lo) >> 1) + 1u;  // in (lo, hi]
     if (round < kInterpRounds) {
-      const float vlo = from_key(lo), vhi = from_key(hi);
-      // Linear in value: the pivot where count(>= pivot) would be k + 1/2.
-      float fr = __fdividef(static_cast<float>(k - chi) + 0.5f, static_cast<float>(clo - chi));
-      if (streak >= 2) fr = side > 0 ? 0.5f * fr : 1.f - 0.5f * (1.f - fr);
+      float fr = (static_cast<float>(k - chi) + 0.5f) * rcp_approx(static_cast<float>(clo - chi));
+      if (streak >= 2) fr = side > 0 ? 0.5f * fr : 0.5f + 0.5f * fr;
       const float pv = vhi - fr * (vhi - vlo);
-      if (isfinite(pv)) {
-        const uint32_t pk = to_key(pv);
-        if (pk > lo && pk <= hi) p = pk;
-      }
+      const uint32_t pk = key_bits(__float_as_uint(pv));
+      if (fabsf(pv) < INFINITY && pk > lo && pk <= hi) p = pk;
     }
     uint32_t c = 0;
 #pragma unroll
-    for (int i = 0; i < N; ++i) c += v[i] >= p ? 1u : 0u;
+    for (int i = 0; i < N; ++i) c = add_if_ge(c, v[i], p);
     const int cnt = static_cast<int>(warp_add(c));
     if (cnt == k) {
       exact = true;
       t_ge = p;
       break;
     }
-    if (cnt > k) {  // T >= p: lo = the smallest key >= p (padding keys are 0 < p)
+    // v - p (mod 2^32) orders the keys >= p below the keys < p, each set in key order, so the
+    // smallest key >= p is p + min(v - p) and the largest key < p is p + max(v - p).
+    if (cnt > k) {
       uint32_t m = 0xffffffffu;
 #pragma unroll
-      for (int i = 0; i < N; ++i) m = min(m, v[i] >= p ? v[i] : 0xffffffffu);
-      lo = warp_min(m);
+      for (int i = 0; i < N; ++i) m = min(m, v[i] - p);
+      lo = p + warp_min(m);
+      vlo = __uint_as_float(float_bits(lo));
       clo = cnt;
       streak = side > 0 ? streak + 1 : 1;
       side = 1;
-    } else {  // T < p: hi = the largest key < p (padding keys 0 never exceed a real one)
+    } else {
       uint32_t m = 0u;
 #pragma unroll
-      for (int i = 0; i < N; ++i) m = max(m, v[i] < p ? v[i] : 0u);
-      hi = warp_max(m);
+      for (int i = 0; i < N; ++i) m = max(m, v[i] - p);
+      hi = p + warp_max(m);
+      vhi = __uint_as_float(float_bits(hi));
       chi = cnt;
       streak = side < 0 ? streak + 1 : 1;
       side = -1;
@@ -235,26 +264,34 @@ __device__ __forceinline__ void select_row(uint32_t (&v)[VW * CH], int F, int k,
   bool keep[N];
   if (exact) {
 #pragma unroll
-    for (int i = 0; i < N; ++i) keep[i] = valid[i] && v[i] >= t_ge;
+    for (int i = 0; i < N; ++i) keep[i] = v[i] >= t_ge && in_row<VW>(i, lane, F);
   } else {
-    // T = lo = hi; chi keys are > T, and the k - chi lowest-column keys == T are kept.
     const uint32_t t = lo;
     const int eq_left = k - chi;
     bool eq[N];
     int eq_rank[N];
 #pragma unroll
-    for (int i = 0; i < N; ++i) eq[i] = valid[i] && v[i] == t;
+    for (int i = 0; i < N; ++i) eq[i] = v[i] == t && in_row<VW>(i, lane, F);
     prefix_ranks<VW, CH>(eq, eq_rank, lane);
 #pragma unroll
-    for (int i = 0; i < N; ++i) keep[i] = valid[i] && (v[i] > t || (eq[i] && eq_rank[i] < eq_left));
+    for (int i = 0; i < N; ++i)
+      keep[i] = (v[i] > t && in_row<VW>(i, lane, F)) || (eq[i] && eq_rank[i] < eq_left);
   }
   int pos[N];
   prefix_ranks<VW, CH>(keep, pos, lane);
+  // Opaque to the compiler, so each store's address is one multiply-add from the row's base
+  // rather than the whole 64-bit (r * k + pos) * size again (then the stores must say global).
+  asm("" : "+l"(drow), "+l"(irow));
 #pragma unroll
   for (int i = 0; i < N; ++i)
     if (keep[i]) {
-      drow[pos[i]] = from_key(v[i]);
-      irow[pos[i]] = static_cast<IdxT>(col_of<VW>(i, lane));
+      asm volatile("st.global.b32 [%0], %1;" ::"l"(drow + pos[i]), "r"(float_bits(v[i]))
+                   : "memory");
+      const auto col = static_cast<uint16_t>(col_of<VW>(i, lane));
+      if constexpr (sizeof(IdxT) == 1)
+        asm volatile("st.global.u8 [%0], %1;" ::"l"(irow + pos[i]), "h"(col) : "memory");
+      else
+        asm volatile("st.global.u16 [%0], %1;" ::"l"(irow + pos[i]), "h"(col) : "memory");
     }
 }
 
