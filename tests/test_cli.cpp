@@ -104,6 +104,21 @@ TEST_F(Cli, BenchCpuChecksAndReports) {
   EXPECT_NE(s.out.find("cpu_edge"), std::string::npos) << s.out;
 }
 
+// maxk on normal rows (its search's slow case): exact against the oracle, the input named in the
+// JSON.
+TEST_F(Cli, BenchMaxkOnNormalRows) {
+  auto r = run("bench maxk --graph rmat:8:8:1 --dim 64,100 --k 8,30 --input normal --device cpu "
+               "--reps 1 --warmup 0 --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 4u) << r.out;
+  for (const auto& row : j) {
+    EXPECT_EQ(row["input"], "normal") << row.dump();
+    EXPECT_TRUE(row["maxk_exact"].get<bool>()) << row.dump();
+    EXPECT_FALSE(row["failed"].get<bool>()) << row.dump();
+  }
+}
+
 TEST_F(Cli, BenchHalfPrecisionChecksEachDtype) {
   auto r = run("bench spmm --graph rmat:9:8:1 --dim 8,33 --dtype all --device cpu --reps 2 "
                "--warmup 1 --format json");
@@ -322,6 +337,8 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       // a k above every width ran nothing and printed an empty table
       {"bench maxk --graph rmat:6 --k 9 --dim 8 --device cpu", "--k 9 exceeds every --dim"},
       {"bench maxk --graph rmat:6 --k 4 --param warps --device cpu", "warps"},
+      {"bench maxk --graph rmat:6 --k 4 --input gaussian --device cpu", "--input"},
+      {"bench spmm --graph rmat:6 --input normal --device cpu", "--input applies to maxk only"},
       // The gpu strategy is refused for host data; a build without CUDA refuses it first, for the
       // build itself.
       {"bench maxk --graph rmat:6 --k 4 --param warps=4 --device cpu",

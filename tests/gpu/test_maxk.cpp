@@ -75,9 +75,11 @@ namespace {
   return b ^ ((b & 0x80000000u) ? 0xffffffffu : 0x80000000u);
 }
 
-// Rows of six kinds: uniform random; few distinct values; all equal; signed zeros, infinities
+// Rows of eight kinds: uniform random; few distinct values; all equal; signed zeros, infinities
 // and tiny values; normal values with a few huge outliers (slow for value interpolation); values
-// of two magnitudes (1e-30 and 1e30 scales, the key interval spans most of the key range).
+// of two magnitudes (1e-30 and 1e30 scales, the key interval spans most of the key range);
+// normal values (the search's pivot from the row's mean and deviation); normal values through a
+// ReLU (half of them tie at zero).
 [[maybe_unused]] Tensor maxk_input(int64_t n, int64_t F, uint64_t seed) {
   Tensor x = random_tensor({n, F}, seed);
   float* p = x.data<float>();
@@ -86,7 +88,7 @@ namespace {
   const float special[] = {0.f, -0.f, 1e-38f, -1e-38f, INFINITY, -INFINITY, 1.f, -1.f};
   for (int64_t r = 0; r < n; ++r) {
     float* row = p + r * F;
-    switch (r % 6) {
+    switch (r % 8) {
       case 1: for (int64_t j = 0; j < F; ++j) row[j] = float(rng() % 3) - 1.f; break;
       case 2: for (int64_t j = 0; j < F; ++j) row[j] = 0.25f; break;
       case 3: for (int64_t j = 0; j < F; ++j) row[j] = special[rng() % 8]; break;
@@ -97,6 +99,8 @@ namespace {
       case 5:
         for (int64_t j = 0; j < F; ++j) row[j] = normal(rng) * (rng() % 2 ? 1e30f : 1e-30f);
         break;
+      case 6: for (int64_t j = 0; j < F; ++j) row[j] = 3.f + 0.5f * normal(rng); break;
+      case 7: for (int64_t j = 0; j < F; ++j) row[j] = std::max(normal(rng), 0.f); break;
       default: break;
     }
   }

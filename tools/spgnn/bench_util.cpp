@@ -23,17 +23,36 @@ void check_bench_names(const std::vector<std::string>& graphs,
               " names)");
 }
 
+namespace {
+// The i-th value of the seed's splitmix64 stream, uniform in [0, 1).
+double unit_at(uint64_t seed, uint64_t i) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ULL + i + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return double(z >> 11) * (1.0 / 9007199254740992.0);
+}
+}  // namespace
+
 Tensor random_values(std::vector<int64_t> shape, uint64_t seed, float lo, float hi) {
   Tensor t = Tensor::empty(std::move(shape), DType::f32);
   float* p = t.data<float>();
   const int64_t n = t.numel();
 #pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] = lo + (hi - lo) * float(unit_at(seed, uint64_t(i)));
+  return t;
+}
+
+Tensor random_normal(std::vector<int64_t> shape, uint64_t seed) {
+  Tensor t = Tensor::empty(std::move(shape), DType::f32);
+  float* p = t.data<float>();
+  const int64_t n = t.numel();
+  constexpr double kTwoPi = 6.283185307179586;
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    uint64_t z = seed * 0x9E3779B97F4A7C15ULL + uint64_t(i) + 1;  // splitmix64
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    p[i] = lo + (hi - lo) * float(double(z >> 11) * (1.0 / 9007199254740992.0));
+    // Value i from the pair (2i, 2i + 1); 1 - u keeps the logarithm's argument in (0, 1].
+    const double u = 1.0 - unit_at(seed, 2 * uint64_t(i)), w = unit_at(seed, 2 * uint64_t(i) + 1);
+    p[i] = float(std::sqrt(-2.0 * std::log(u)) * std::cos(kTwoPi * w));
   }
   return t;
 }

@@ -20,6 +20,8 @@ void check_bench_names(const std::vector<std::string>& graphs,
 // Uniform values in [lo, hi) from a counter-based hash: fast, parallel and seed-deterministic
 // (the same inputs whatever the thread count).
 Tensor random_values(std::vector<int64_t> shape, uint64_t seed, float lo = -1.f, float hi = 1.f);
+// Standard normal values (Box-Muller on the same hash), as seed-deterministic.
+Tensor random_normal(std::vector<int64_t> shape, uint64_t seed);
 
 // Rows of g (with all their edges) as a graph of k rows over the same columns, plus the rows and
 // edge ids they came from. The largest row is always in the sample (it is where split-row

@@ -47,6 +47,7 @@ struct BenchOpts {
   bool wide_e = false;
   bool tune = false;
   std::vector<std::string> dtypes{"f32"};
+  std::string input = "uniform";  // maxk: the distribution of x
   LoadFlags flags;
 };
 
@@ -119,6 +120,7 @@ void run_bench(const BenchOpts& o) {
     a.check_rows = o.check_rows;
     a.flags = o.flags;
     a.params = o.params;
+    a.input = o.input;
     return run_bench_maxk(a);
   }
   if (o.kernel == "gat") {  // fused GAT vs the unfused composition: cmd_bench_gat.cpp
@@ -375,6 +377,11 @@ void register_bench(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember({"f32", "f16", "bf16", "all"}))
       ->capture_default_str();
+  cmd->add_option("--input", o->input,
+                  "maxk: values of the input x, uniform in [-1, 1) or standard normal (a linear "
+                  "layer's output looks like this; it takes the top-k search more rounds)")
+      ->check(CLI::IsMember({"uniform", "normal"}))
+      ->capture_default_str();
   add_seed_option(*cmd, o->seed, "Seed of the random inputs");
   cmd->add_flag("--tune", o->tune, "auto: tune and cache each problem the tuning cache does not "
                                    "know yet (before it is timed)");
@@ -385,6 +392,8 @@ void register_bench(CLI::App& app) {
       o->dtypes = {"f32", "f16", "bf16"};
     SPGNN_CHECK(o->kernel == "spmm" || o->kernel == "sddmm" || o->dtypes == std::vector<std::string>{"f32"},
                 InvalidArgument, "bench ", o->kernel, ": --dtype applies to spmm and sddmm only");
+    SPGNN_CHECK(o->kernel == "maxk" || cmd->count("--input") == 0, InvalidArgument, "bench ",
+                o->kernel, ": --input applies to maxk only");
     if (o->tune) set_tune_on_miss(true);
     run_bench(*o);
   });

@@ -153,7 +153,9 @@ void run_bench_maxk(const MaxkBenchArgs& o) {
                 ? make_samples<int32_t>(host, host.val.data<float>(), o.check_rows, o.seed)
                 : make_samples<int64_t>(host, host.val.data<float>(), o.check_rows, o.seed);
     for (int64_t F : o.dims) {
-      const Tensor x_h = random_values({host.n_cols, F}, o.seed + 1, -1.f, 1.f);
+      const Tensor x_h = o.input == "normal"
+                             ? random_normal({host.n_cols, F}, o.seed + 1)
+                             : random_values({host.n_cols, F}, o.seed + 1, -1.f, 1.f);
       const Tensor d_out_h = random_values({host.n_rows, F}, o.seed + 2, -1.f, 1.f);
       const Tensor x = dev.is_cuda() ? x_h.to(dev) : x_h;
       const Tensor d_out = dev.is_cuda() ? d_out_h.to(dev) : d_out_h;
@@ -267,7 +269,8 @@ void run_bench_maxk(const MaxkBenchArgs& o) {
     auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
     nlohmann::json j = nlohmann::json::array();
     for (const auto& r : rows)
-      j.push_back({{"kernel", "maxk"}, {"device", dev.str()}, {"graph", r.graph}, {"n", r.n},
+      j.push_back({{"kernel", "maxk"}, {"device", dev.str()}, {"graph", r.graph},
+                   {"input", o.input}, {"n", r.n},
                    {"nnz", r.nnz}, {"F", r.F}, {"k", r.k}, {"maxk_ms", num(r.maxk_ms)},
                    {"spgemm_ms", num(r.spgemm_ms)}, {"sspmm_ms", num(r.sspmm_ms)},
                    {"spmm_ms", num(r.spmm_ms)}, {"spmm_strategy", r.spmm_strategy},

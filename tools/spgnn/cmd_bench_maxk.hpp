@@ -21,6 +21,9 @@ struct MaxkBenchArgs {
   bool no_check = false;
   uint64_t seed = 1;
   int64_t check_rows = 4096;
+  // Values of maxk's input x: "uniform" in [-1, 1) (the default; the inputs maxkgnn_baseline
+  // draws) or "normal" (standard normal rows, like a linear layer's output: slower to select).
+  std::string input = "uniform";
   // --param key=value: parameters of the CBSR products' `gpu` strategy (warps, segment,
   // smem_buffer, vec, private_rows, regs, flat), e.g. to time an ablation.
   std::vector<std::string> params;
