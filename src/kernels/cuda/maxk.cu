@@ -12,8 +12,10 @@
 // the keys >= the pivot come first in d's order, so that key is pivot + min d or pivot + max d
 // (one fused add-min per register, one min/max reduction). Pivots: the first rounds
 // interpolate linearly in value between the bracket's ends at the rank k wants (regula falsi,
-// with the Illinois-style halving of the step when one end moved twice in a row), later rounds
-// halve the key interval (at most 32 more, whatever the data: outliers, infinities, NaNs).
+// with the Illinois-style halving of the step when one end moved twice in a row; for k <= F/8,
+// when the first count is off by more than 2x, the second pivot is the row's mean + z x its
+// deviation, see select_row), later rounds halve the key interval (at most 32 more, whatever
+// the data: outliers, infinities, NaNs).
 // A pivot with exactly k keys at or above it ends the search early. Ties at T go to the lowest
 // columns (a warp prefix count of the keys == T in column order), and the kept values are
 // written at their rank among the kept (a second prefix count), so the output is already in
@@ -23,8 +25,8 @@
 // version here, with the row in shared memory: 0.37 ms for 232,965 x 256 on the H100 (~0.65
 // TB/s; floor ~0.08 ms) and 3.3 ms for 2.1M x 256 (per round a shared-memory load, a ballot and
 // a popc per 32 elements; ~8 rounds; one row per warp at a time). This search: 0.22 ms and
-// 1.9 ms at k = 16, issue-bound (ncu: 1.08 TB/s, SMs issuing on 75% of cycles), then 27% fewer
-// on the H200 (2.1M x 256, k = 8..64: 1.71-2.05 -> 1.27-1.48 ms; 232,965 x 256: 0.20-0.24 ->
+// 1.9 ms at k = 16, issue-bound (ncu: 1.08 TB/s, SMs issuing on 75% of cycles), then 27% less
+// time on the H200 (2.1M x 256, k = 8..64: 1.71-2.05 -> 1.27-1.48 ms; 232,965 x 256: 0.20-0.24 ->
 // 0.15-0.17 ms) with fewer instructions a row (SASS of the F = 256 kernel: 848 -> 704): the
 // snapping above, the pivot from a hardware reciprocal and bracket values kept as floats, the
 // key maps in two instructions, and stores at one multiply-add from the row's base.
