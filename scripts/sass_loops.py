@@ -11,7 +11,10 @@ instructions, with its size, its 128-bit global loads and the local operations t
     scripts/sass_loops.py path/to/x.cu.o [FILTER]
 
 Needs cuobjdump (CUDA toolkit; CUOBJDUMP=path, else on PATH, else /usr/local/cuda/bin). Where the
-toolkit has none, PyPI's `nvidia-cuda-cuobjdump` wheel carries it (nvidia/cu13/bin/cuobjdump).
+toolkit has none, PyPI's `nvidia-cuda-cuobjdump` wheel carries it (nvidia/cu13/bin/cuobjdump);
+`-sass` also runs nvdisasm from PATH, which PyPI's `nvidia-cuda-nvdisasm` wheel carries (unzip
+both wheels into one folder and put its nvidia/cu13/bin on PATH). A single .cu file's cubin,
+without a build: nvcc -cubin -arch=sm_90 -O3 -std=c++17 --expt-relaxed-constexpr -Iinclude -Isrc.
 """
 import glob
 import os
