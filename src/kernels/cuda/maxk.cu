@@ -243,15 +243,19 @@ __device__ __forceinline__ void select_row(uint32_t (&v)[VW * CH], int F, int k,
   kmin = warp_min(kmin);
   kmax = warp_max(kmax);
 
+  // Bracket: lo <= T <= hi, clo = count(>= lo) > k, chi = count(> hi) < k (T = k-th largest);
+  // vlo, vhi: the floats of lo and hi.
   uint32_t lo = kmin, hi = kmax;
   float vlo = __uint_as_float(float_bits(lo)), vhi = __uint_as_float(float_bits(hi));
   int clo = F, chi = 0;
-  bool exact = k == F;
+  bool exact = k == F;  // keep every key >= t_ge
   uint32_t t_ge = kmin;
+  // Which end moved last (+1 lo, -1 hi) and how many times in a row; the last round's count.
   int side = 0, streak = 0, last = k;
   auto lin_pivot = [&](int round) {  // in (lo, hi]
     uint32_t p = lo + ((hi - lo) >> 1) + 1u;
     if (round < kInterpRounds) {
+      // Linear in value: the pivot where count(>= pivot) would be k + 1/2.
       float fr = (static_cast<float>(k - chi) + 0.5f) * rcp_approx(static_cast<float>(clo - chi));
       if (streak >= 2) fr = side > 0 ? 0.5f * fr : 0.5f + 0.5f * fr;
       const float pv = vhi - fr * (vhi - vlo);
@@ -318,6 +322,7 @@ __device__ __forceinline__ void select_row(uint32_t (&v)[VW * CH], int F, int k,
 #pragma unroll
     for (int i = 0; i < N; ++i) keep[i] = v[i] >= t_ge && in_row<VW>(i, lane, F);
   } else {
+    // T = lo = hi; chi keys are > T, and the k - chi lowest-column keys == T are kept.
     const uint32_t t = lo;
     const int eq_left = k - chi;
     bool eq[N];
