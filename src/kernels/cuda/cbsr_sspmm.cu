@@ -212,8 +212,8 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
   const int nb = static_cast<int>((e_end - s * a.segment + span - 1) / span);
   const auto* dout = reinterpret_cast<const unsigned char*>(a.d_out);
   // kron21's d_data (134 MB at k = 16) outgrows L2: the reductions keep their lines, the
-  // gathered d_out rows (read by one row's consecutive edges, then never) leave first. 5-8%
-  // on kron21 at k = 16 / 64, nothing either way where d_data fits (docs/BENCHMARKS_MAXK.md).
+  // gathered d_out rows (read by one row's consecutive edges, then never) leave first: kron21
+  // k = 16 / 64 5% / 3% faster, nothing either way where d_data fits (docs/BENCHMARKS_MAXK.md).
   const uint64_t keep = cbsr::l2_policy_evict_last();
   const uint64_t pass_through = cbsr::l2_policy_evict_first();
   struct Edge {
