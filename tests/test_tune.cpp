@@ -350,6 +350,9 @@ TEST_F(Tune, CbsrValidityRulesMirrorTheLaunchers) {
   EXPECT_TRUE(detail::cbsr::sspmm_flat(-1, 490.0, 8));
   EXPECT_FALSE(detail::cbsr::sspmm_flat(0, 16.0, 8));
   EXPECT_TRUE(detail::cbsr::sspmm_flat(1, 490.0, 64));
+  // Unset, a chunk is 64 edges on short rows and 256 on long ones (flat there only at k <= 16).
+  EXPECT_EQ(detail::cbsr::flat_chunk(16.0), 64);
+  EXPECT_EQ(detail::cbsr::flat_chunk(490.0), 256);
   EXPECT_TRUE(same_as(rule(bwd, {{"smem_buffer", 1}}, 32, 256, 16, 1000), "smem_buffer=0"));
   EXPECT_EQ(rule(bwd, {{"smem_buffer", 1}}, 32, 256, 490, 600), "");
   // The forward ignores flat.

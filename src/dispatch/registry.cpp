@@ -751,7 +751,7 @@ CbsrLaunch cbsr_launch(const Schedule& s, OpKind op, int64_t k, int64_t F, doubl
   CbsrLaunch L;
   if (flat) {
     // A chunk's length matters whatever the rows' (it sets the warps' share of the edge list).
-    L.segment = get("segment", 0) > 0 ? get("segment", 0) : cbsr::kFlatChunk;
+    L.segment = get("segment", 0) > 0 ? get("segment", 0) : cbsr::flat_chunk(avg);
   } else {
     const int64_t S = get("segment", 0) > 0 ? get("segment", 0) : cbsr::default_segment(avg);
     L.segment = S >= max_deg ? 0 : S;

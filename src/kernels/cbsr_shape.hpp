@@ -46,10 +46,17 @@ inline bool sspmm_flat(int64_t flat, double avg_degree, int64_t k) {
   return flat > 0 || (flat < 0 && (avg_degree < kFlatMaxAvgDegree || k <= kFlatMaxK));
 }
 // Edges per warp chunk in the flat form when the schedule does not set `segment`: enough to
-// amortise a warp's fixed cost (its index arithmetic, the pipeline's fill), i.e. 16 batches of 8
-// lane groups x 2 edges at k = 16; each chunk still spans many of kron21's short rows. (128 and
-// 256 are within 1% of each other on kron21 at k = 16-64, 512 and 1024 up to 2% slower.)
+// amortise a warp's fixed cost (its index arithmetic, the pipeline's fill), and on short rows
+// (kron21) few enough that the warps resident at once cover a narrow stretch of the edge list.
+// H200 with the L2 policies, F = 256, kron21 (short rows), SSpMM ms at k = 8 / 16 / 32 / 64:
+// chunks of 256: 0.982 / 1.346 / 2.099 / 4.147; of 64: 0.949 / 1.334 / 2.036 / 4.027. The
+// Reddit shape (long rows, flat at k <= 16) goes the other way: k = 8 / 16 2.056 / 2.656 with
+// 256, 2.078 / 2.755 with 64 (docs/BENCHMARKS_MAXK.md).
 constexpr int64_t kFlatChunk = 256;
+constexpr int64_t kFlatChunkShortRows = 64;
+inline int64_t flat_chunk(double avg_degree) {
+  return avg_degree < kFlatMaxAvgDegree ? kFlatChunkShortRows : kFlatChunk;
+}
 
 // Values per lane: the widest of 4, 2, 1 that divides k, capped by max_v (the launchers also
 // halve it for misaligned pointers, which the CBSR buffers spgnn allocates never are).
