@@ -51,7 +51,8 @@ inline bool sspmm_flat(int64_t flat, double avg_degree, int64_t k) {
 // H200 with the L2 policies, F = 256, kron21 (short rows), SSpMM ms at k = 8 / 16 / 32 / 64:
 // chunks of 256: 0.982 / 1.346 / 2.099 / 4.147; of 64: 0.949 / 1.334 / 2.036 / 4.027. The
 // Reddit shape (long rows, flat at k <= 16) goes the other way: k = 8 / 16 2.056 / 2.656 with
-// 256, 2.078 / 2.755 with 64 (docs/BENCHMARKS_MAXK.md).
+// 256, 2.078 / 2.755 with 64. On small graphs the shorter chunk also fills the card: 4x the
+// warps, pubmed and coauthor-cs 1.3-2.9x faster (docs/BENCHMARKS_MAXK.md).
 constexpr int64_t kFlatChunk = 256;
 constexpr int64_t kFlatChunkShortRows = 64;
 inline int64_t flat_chunk(double avg_degree) {
