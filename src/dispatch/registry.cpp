@@ -260,7 +260,9 @@ std::vector<ParamSpec> cbsr_gpu_params(OpKind op) {
           {"segment", segments, 256,
            "edges per warp segment (a longer row is split, its output combined atomically); "
            "unset: the next power of two >= 4 x the average degree, in 64..4096" +
-               std::string(fwd ? "" : "; with flat=1, edges per warp chunk (unset: 256)")},
+               std::string(fwd ? ""
+                           : "; with flat=1, edges per warp chunk (unset: 64 when the "
+                             "average degree is < 64, else 256)")},
           {"vec", {1, 2, 4}, 4,
            "values per lane and load (capped by k's divisibility); unset: 4"
            + std::string(fwd ? ", or 1 when the average degree is < 64 and k <= 32" : "")},
