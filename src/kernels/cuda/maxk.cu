@@ -204,9 +204,10 @@ __device__ __forceinline__ bool in_row(int i, int lane, int F) {
 
 // mean + zk * standard deviation of the row (v: order keys between vmin < vmax), the same in
 // every lane; only a pivot, which the caller checks against its bracket (with infinities in
-// the row it is not finite, and the caller interpolates instead). The sums are integer reductions of fixed-point values (u = (x - c) /
-// h in [-1, 1] scaled to 2^21, 1024 of them at most): warp shuffles of floats here made the
-// compiler guard every reduction of the search loop with a divergence check (SASS), ~7%.
+// the row it is not finite, and the caller interpolates instead). The sums are integer
+// reductions of fixed-point values (u = (x - c) / h in [-1, 1] scaled to 2^21, 1024 of them at
+// most): warp shuffles of floats here made the compiler guard every reduction of the search
+// loop with a divergence check (SASS), ~7%.
 template <int VW, int CH>
 __device__ __forceinline__ float moment_pivot(const uint32_t (&v)[VW * CH], int F, int lane,
                                               float vmin, float vmax, float zk) {
