@@ -353,6 +353,15 @@ TEST_F(Tune, CbsrValidityRulesMirrorTheLaunchers) {
   // Unset, a chunk is 64 edges on short rows and 256 on long ones (flat there only at k <= 16).
   EXPECT_EQ(detail::cbsr::flat_chunk(16.0), 64);
   EXPECT_EQ(detail::cbsr::flat_chunk(490.0), 256);
+  // A small graph's chunk halves until the grid has the warps asked for, down to 32 edges:
+  // pubmed (88.6K edges) and cora (10.6K) take 32, coauthor-cs (164K) and kron21 keep 64.
+  const int64_t fill = 132 * detail::cbsr::kFlatFillWarpsPerSm;
+  EXPECT_EQ(detail::cbsr::flat_chunk(4.5, 88648, fill), 32);
+  EXPECT_EQ(detail::cbsr::flat_chunk(3.9, 10556, fill), 32);
+  EXPECT_EQ(detail::cbsr::flat_chunk(8.9, 163788, fill), 64);
+  EXPECT_EQ(detail::cbsr::flat_chunk(16.0, 33554432, fill), 64);
+  EXPECT_EQ(detail::cbsr::flat_chunk(490.0, 1000000, fill), 256);
+  EXPECT_EQ(detail::cbsr::flat_chunk(100.0, 200000, fill), 64);
   EXPECT_TRUE(same_as(rule(bwd, {{"smem_buffer", 1}}, 32, 256, 16, 1000), "smem_buffer=0"));
   EXPECT_EQ(rule(bwd, {{"smem_buffer", 1}}, 32, 256, 490, 600), "");
   // The forward ignores flat.

@@ -262,7 +262,8 @@ std::vector<ParamSpec> cbsr_gpu_params(OpKind op) {
            "unset: the next power of two >= 4 x the average degree, in 64..4096" +
                std::string(fwd ? ""
                            : "; with flat=1, edges per warp chunk (unset: 64 when the "
-                             "average degree is < 64, else 256)")},
+                             "average degree is < 64, else 256, halved down to 32 until the "
+                             "grid has 16 warps per SM)")},
           {"vec", {1, 2, 4}, 4,
            "values per lane and load (capped by k's divisibility); unset: 4"
            + std::string(fwd ? ", or 1 when the average degree is < 64 and k <= 32" : "")},
@@ -753,6 +754,8 @@ CbsrLaunch cbsr_launch(const Schedule& s, OpKind op, int64_t k, int64_t F, doubl
   CbsrLaunch L;
   if (flat) {
     // A chunk's length matters whatever the rows' (it sets the warps' share of the edge list).
+    // Unset, the launcher also shortens it on graphs too small to fill the card, which this
+    // rule does not see; only set values are compared (validate_cbsr), so that changes no rule.
     L.segment = get("segment", 0) > 0 ? get("segment", 0) : cbsr::flat_chunk(avg);
   } else {
     const int64_t S = get("segment", 0) > 0 ? get("segment", 0) : cbsr::default_segment(avg);

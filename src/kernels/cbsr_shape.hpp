@@ -53,10 +53,24 @@ inline bool sspmm_flat(int64_t flat, double avg_degree, int64_t k) {
 // Reddit shape (long rows, flat at k <= 16) goes the other way: k = 8 / 16 2.056 / 2.656 with
 // 256, 2.078 / 2.755 with 64. On small graphs the shorter chunk also fills the card: 4x the
 // warps, pubmed and coauthor-cs 1.3-2.9x faster (docs/BENCHMARKS_MAXK.md).
+// A small graph's chunk halves further, down to kFlatChunkMin edges (the smallest legal
+// `segment`), until the grid has kFlatFillWarpsPerSm warps per SM: pubmed's 88.6K edges make
+// 1,386 chunks of 64, 10.5 warps on each of an H200's 132 SMs. H200, F = 256, SSpMM ms at
+// k = 8 / 16 / 32 / 64, the faster of two runs, filled (32) against chunks of 64: pubmed 0.0103 /
+// 0.0127 / 0.0165 / 0.0216 against 0.0110 / 0.0141 / 0.0199 / 0.0304; cora (10.6K edges) 0.0080 /
+// 0.0084 / 0.0096 / 0.0126 against 0.0097 / 0.0106 / 0.0125 / 0.0181; citeseer 0.0087 / 0.0090 /
+// 0.0101 / 0.0130 against 0.0099 / 0.0105 / 0.0134 / 0.0204. coauthor-cs (164K edges, 19 warps
+// an SM at 64) was 3-8% slower in 32 at k = 32 / 64 in an earlier call, so 16 an SM is the bar.
+// Long rows: a 200K-edge graph of ~100 per row takes 64 instead of 256, 0.0133 against 0.0165 at
+// k = 16. nnz = 0 or fill_warps = 0: no filling (the registry, which does not see the card).
 constexpr int64_t kFlatChunk = 256;
 constexpr int64_t kFlatChunkShortRows = 64;
-inline int64_t flat_chunk(double avg_degree) {
-  return avg_degree < kFlatMaxAvgDegree ? kFlatChunkShortRows : kFlatChunk;
+constexpr int64_t kFlatChunkMin = 32;
+constexpr int64_t kFlatFillWarpsPerSm = 16;
+inline int64_t flat_chunk(double avg_degree, int64_t nnz = 0, int64_t fill_warps = 0) {
+  int64_t c = avg_degree < kFlatMaxAvgDegree ? kFlatChunkShortRows : kFlatChunk;
+  while (c > kFlatChunkMin && (nnz + c - 1) / c < fill_warps) c /= 2;
+  return c;
 }
 
 // Values per lane: the widest of 4, 2, 1 that divides k, capped by max_v (the launchers also

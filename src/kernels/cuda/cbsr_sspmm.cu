@@ -12,14 +12,14 @@
 // Flat (flat=1; by default below average degree 64, e.g. kron21's 16 with half the rows empty,
 // and at k <= 16 everywhere):
 // warp w takes the edges [w * C, (w + 1) * C) of the row-sorted COO list (C = `segment`, default
-// cbsr::flat_chunk: 64 edges on short rows, 256 on long), whatever rows they belong to, and reads
-// each edge's row from g.row. On such graphs most rows have a few edges: a warp per segment would
-// leave most of its lane groups idle and pay a chain of dependent loads (segment -> row -> rowptr)
-// for 1-3 edges, while a chunk keeps every group busy and needs no segment table (no host
-// preprocessing). Gathers read d_out through the read-only cache, where consecutive edges of one
-// row hit the same sectors. Each edge is a chain of three dependent loads (its column, the
-// column's CBSR indices, the gathers), so the flat form is a three-stage pipeline over batches of
-// edges (cbsr_sspmm_flat_kernel).
+// cbsr::flat_chunk: 64 edges on short rows, 256 on long, shorter on graphs too small to fill the
+// card), whatever rows they belong to, and reads each edge's row from g.row. On such graphs most
+// rows have a few edges: a warp per segment would leave most of its lane groups idle and pay a
+// chain of dependent loads (segment -> row -> rowptr) for 1-3 edges, while a chunk keeps every
+// group busy and needs no segment table (no host preprocessing). Gathers read d_out through the
+// read-only cache, where consecutive edges of one row hit the same sectors. Each edge is a chain of
+// three dependent loads (its column, the column's CBSR indices, the gathers), so the flat form is a
+// three-stage pipeline over batches of edges (cbsr_sspmm_flat_kernel).
 //
 // In both, the lane groups take the edges (v, u) round-robin: each lane loads V consecutive
 // CBSR column indices of u (one coalesced load per group), gathers d_out[v, index] (from the
@@ -326,7 +326,8 @@ void run(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Ten
   a.nnz = g.nnz();
   if (flat) {
     a.row = g.row.data<I>();
-    a.segment = prm.segment > 0 ? prm.segment : cbsr::flat_chunk(avg_degree);
+    const int64_t fill = cbsr::kFlatFillWarpsPerSm * gnnone::sm_count(g.device().index);
+    a.segment = prm.segment > 0 ? prm.segment : cbsr::flat_chunk(avg_degree, a.nnz, fill);
     a.nseg = (a.nnz + a.segment - 1) / a.segment;
   } else {
     const int64_t S = prm.segment > 0 ? prm.segment : cbsr::default_segment(g);
