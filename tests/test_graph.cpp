@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -375,6 +376,17 @@ TEST(GraphIndexWidth, Int32RequestedOnHugeGraphFailsBeforeAllocating) {
   // 2^31 vertices would need 16 GiB of offsets; the request must be refused up front.
   expect_error<InvalidArgument>(
       [&] { graph_from_edges(int64_t{1} << 31, int64_t{1} << 31, {}, {}, {}, o); }, {"int32"});
+}
+
+TEST(GraphBuild, RowCountsBeyondMemoryAreRefusedBeforeAnyRowIsWritten) {
+  // 2^40 rows need 8 TiB of offsets alone. A machine that overcommits memory hands out the
+  // address space, and the build's fill ran until the OOM killer ended the process; refused up
+  // front, the caller gets std::bad_alloc (within milliseconds here) on every machine.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(graph_from_edges(int64_t{1} << 40, int64_t{1} << 40, {0}, {1}, {}), std::bad_alloc);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  // Many columns cost the build nothing per column: a few rows over 2^40 sources still build.
+  EXPECT_EQ(graph_from_edges(2, int64_t{1} << 40, {0}, {1}, {}).nnz(), 1);
 }
 
 // ---- validate ----------------------------------------------------------------------------------

@@ -172,6 +172,12 @@ def test_a_graph_too_large_to_allocate_is_named():
     # 2^50 rows of offsets cannot be allocated anywhere (2^53 bytes); the error says what to check.
     with pytest.raises(MemoryError, match=r"graph of 1125899906842624 target .*check num_nodes"):
         spgnn.Graph(torch.tensor([[0, 1], [1, 2]]), 2**50)
+    # 2^40 (8 TiB of offsets) fits a 64-bit address space: a machine that overcommits memory
+    # handed it out and the build's fill ran until the OOM killer ended the process (the GPU
+    # machine, with and without edges). It is refused before anything is written.
+    for ei in (torch.empty(2, 0, dtype=torch.int64), torch.tensor([[0], [1]], dtype=torch.int32)):
+        with pytest.raises(MemoryError, match=r"graph of 1099511627776 target .*check num_nodes"):
+            spgnn.Graph(ei, num_nodes=2**40)
 
 
 def test_read_dataset_names_nonfinite_features_unless_allowed(tmp_path):
