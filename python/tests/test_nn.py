@@ -178,6 +178,25 @@ def test_gcn_edge_weight_matches_pyg(gen, device, kw, fin, fout):
     assert rel_err(ours(x, g), yr) < TOL
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kw", [dict(), dict(improved=True), dict(add_self_loops=False)])
+def test_gcn_edge_weight_on_a_graph_without_edges_matches_pyg(gen, device, kw):
+    # Every node isolated: the added loops alone carry weight. The loops' fill value was
+    # gathered from the (empty) weight vector first, an IndexError (found by
+    # test_fuzz_inputs.py).
+    n, fin, fout = 5, 4, 3
+    ei = torch.empty(2, 0, dtype=torch.int64, device=device)
+    ref, ours = _pair("GCNConv", kw, fin, fout)
+    ref, ours = ref.to(device), ours.to(device)
+    x = randn(gen, n, fin, device=device)
+    wr = torch.empty(0, device=device, requires_grad=True)
+    wo = torch.empty(0, device=device, requires_grad=True)
+    yr, yo = ref(x, ei, wr), ours(x, ei, wo)
+    assert rel_err(yo, yr) < TOL
+    yo.sum().backward()
+    assert wo.grad is not None and wo.grad.shape == (0,)
+
+
 def test_gat_attention_weights(gen):
     ei, n = make_edge_index("uniform", gen)
     ref, ours = _pair("GATConv", dict(heads=2), 4, 3)

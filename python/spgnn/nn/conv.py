@@ -348,8 +348,11 @@ class GCNConv(torch.nn.Module):
         hv = _ops.graph_variant(h, self._variant())
         src = _ops.graph_tensor(hv, "edge_source", x, 0)
         fill = 2.0 if self.improved else 1.0
-        wv = torch.where(src >= 0, w.index_select(0, src.clamp(min=0)),
-                         torch.full_like(src, 0, dtype=w.dtype) + fill)
+        # Added loops (src = -1) take `fill`: appended after the E weights, so the gather has a
+        # valid index even when E = 0 (an edge-less graph: index 0 of an empty w raised).
+        E = w.shape[0]
+        wv = torch.cat([w, w.new_full((1,), fill)]).index_select(
+            0, torch.where(src >= 0, src, torch.full_like(src, E)))
         row = _ops.graph_tensor(hv, "row", x, 0)
         col = _ops.graph_tensor(hv, "col", x, 0)
         deg = torch.zeros(n, dtype=w.dtype, device=w.device).index_add(0, row, wv)
