@@ -595,6 +595,20 @@ TEST(GraphTranspose, RectangularKeepsParallelEdgesInOrder) {
   EXPECT_EQ(t.perm.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3}));
 }
 
+TEST(GraphTranspose, EdgelessGraphKeepsItsValues) {
+  // Weighted without edges (mean weights of an edge-less graph): the transpose still has values
+  // (an empty array), or a weighted SpMM over it refuses it for want of weights, as the GCN
+  // backward over an edge-less graph without self loops did.
+  const Graph g = mean_normalize(graph_from_edges(3, 4, {}, {}, {}));
+  ASSERT_TRUE(g.has_values());
+  const Transposed t = transpose(g);
+  EXPECT_TRUE(t.graph.has_values());
+  EXPECT_EQ(t.graph.nnz(), 0);
+  EXPECT_EQ(t.graph.n_rows, 4);
+  EXPECT_EQ(t.graph.n_cols, 3);
+  t.graph.validate();
+}
+
 // ---- statistics --------------------------------------------------------------------------------
 TEST(GraphStats, Star) {
   // Row 0 receives from 1..4: degrees 4, 0, 0, 0, 0.

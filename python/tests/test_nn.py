@@ -74,7 +74,17 @@ def _compare(ref, ours, x, ei, edge_arg, up_seed=1, ref_extra=()):
         # eps, a bias): there, ours must be as close as PyG's to the float64 gradient.
         if exact is None:
             exact = _float64_grads(ref, xr, ei, ref_extra, up)
-        assert rel_err(a, exact[i]) <= max(TOL, 2 * rel_err(b, exact[i])), n
+        # GAT's attention vectors' gradients sum each target's softmax group, which cancels to
+        # ~0 (softmax ignores a per-target shift; only leaky_relu's kink leaves a remainder for
+        # att_dst, and on one node with parallel loops both are exactly 0), so float32 lands
+        # 1e-6..1e-4 from float64, or 4e-8 from 0, in PyG and spgnn alike, by summation order.
+        # They are measured against the layer's weight gradient, which the same d_out drives
+        # uncancelled (of the same size as att_src's where that does not cancel).
+        lin = next((k for k in ("lin.weight", "lin_src.weight") if k in names), None)
+        scale = (exact[names.index(lin)] if n in ("att_src", "att_dst") and lin is not None
+                 else None)
+        ours_err, pyg_err = rel_err(a, exact[i], scale), rel_err(b, exact[i], scale)
+        assert ours_err <= max(TOL, 2 * pyg_err), (n, ours_err, pyg_err)
 
 
 def _float64_grads(ref, x, ei, extra, up):
@@ -127,6 +137,60 @@ def test_gin_matches_pyg(gen, device, train_eps, fin, hidden):
     ours = snn.GINConv(copy.deepcopy(mlp), eps=0.3, train_eps=train_eps).to(device)
     ours.load_state_dict(ref.state_dict(), strict=True)
     _compare(ref, ours, randn(gen, n, fin, device=device), ei, ei)
+
+
+def _random_layer(rng, fin, fout):
+    """A layer name and PyG constructor arguments combined at random (the table above pins
+    one option at a time)."""
+    name = rng.choice(["GCNConv", "SAGEConv", "GATConv", "GINConv"])
+    b = lambda: rng.random() < 0.5  # noqa: E731
+    if name == "GCNConv":
+        kw = dict(improved=b(), normalize=b(), bias=b(), cached=b())
+        kw["add_self_loops"] = kw["normalize"] and b()
+    elif name == "SAGEConv":
+        # normalize at one output feature is sign(y): its exact gradient is 0, and float32's
+        # rounding noise relative to 0 is no measure (PyG's and spgnn's both ~1e8)
+        kw = dict(aggr=rng.choice(["mean", "sum", "max", "min"]), normalize=fout > 1 and b(),
+                  root_weight=b(), project=b(), bias=b())
+    elif name == "GATConv":
+        kw = dict(heads=rng.choice([1, 2, 3]), concat=b(), negative_slope=rng.choice([0.2, 0.01]),
+                  add_self_loops=b(), bias=b(), residual=b())
+    else:
+        kw = dict(eps=rng.choice([0.0, 0.3, -0.5]), train_eps=b())
+    return name, kw
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_random_layer_configurations_match_pyg(gen, device):
+    # Options combined at random, on every graph kind (one node, no edges included) and widths
+    # from 1, through an edge_index and a Graph.
+    import random as _random
+    rng = _random.Random(int(torch.randint(0, 2**31, (1,), generator=gen)))
+    from conftest import GRAPH_KINDS
+    for case in range(40):
+        kind = rng.choice(GRAPH_KINDS)
+        ei, n = make_edge_index(kind, gen, n=rng.choice([5, 23, 60]))
+        ei = ei.to(device)
+        fin, fout = rng.choice([1, 3, 8, 17]), rng.choice([1, 2, 5, 33])
+        name, kw = _random_layer(rng, fin, fout)
+        where = f"case {case}: {name}({fin}, {fout}, {kw}) on {kind} (n = {n}, E = {ei.shape[1]})"
+        if name == "GINConv":
+            torch.manual_seed(case)
+            mlp = torch.nn.Sequential(torch.nn.Linear(fin, fout), torch.nn.ReLU(),
+                                      torch.nn.Linear(fout, fout))
+            ref, ours = pyg.GINConv(copy.deepcopy(mlp), **kw), snn.GINConv(copy.deepcopy(mlp), **kw)
+            ours.load_state_dict(ref.state_dict(), strict=True)
+        else:
+            ref, ours = _pair(name, kw, fin, fout)
+        ref, ours = ref.to(device), ours.to(device)
+        x = randn(gen, n, fin, device=device)
+        extra = ((torch.ones(ei.shape[1], device=device),)
+                 if name == "GCNConv" and kw["improved"] and kw["normalize"] else ())
+        edges = ei if rng.random() < 0.5 else spgnn.Graph(ei, n)
+        try:
+            _compare(ref, ours, x, ei, edges, ref_extra=extra)
+        except Exception as e:
+            raise AssertionError(f"{where}: {type(e).__name__}: {e}") from e
 
 
 @pytest.mark.parametrize("device", DEVICES)

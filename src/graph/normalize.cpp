@@ -141,7 +141,10 @@ Transposed transpose_impl(const Graph& g) {
       std::sort(perm + off[static_cast<size_t>(c)], perm + off[static_cast<size_t>(c) + 1]);
   }
 
-  t.graph = alloc_graph<IndexT>(nt, g.n_rows, nnz, val != nullptr);
+  // has_values, not val != nullptr: an edge-less graph's empty values have no storage, and its
+  // transpose must still say it has values (a GCN backward over an edge-less graph without
+  // self loops asked the transpose for them).
+  t.graph = alloc_graph<IndexT>(nt, g.n_rows, nnz, g.has_values());
   IndexT* trp = t.graph.rowptr.data<IndexT>();
   IndexT* tcol = t.graph.col.data<IndexT>();
   float* tval = val ? t.graph.val.data<float>() : nullptr;
