@@ -79,6 +79,9 @@ class Net(torch.nn.Module):
                 out = out * h
             self.convs.append(conv)
             width = out
+        if maxk and layers < 2:
+            raise ValueError(f"maxk = {maxk}: MaxK acts between layers and a 1-layer model has "
+                             "none")
         self.act = snn.MaxK(maxk) if maxk else torch.nn.ReLU()
         if maxk and maxk > hidden * (heads if model == "gat" else 1):
             raise ValueError(f"maxk = {maxk} exceeds the hidden width")
@@ -149,6 +152,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         ap.error(f"--lr must be a finite number > 0, got {args.lr}")
     if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
         ap.error(f"--weight-decay must be a finite number >= 0, got {args.weight_decay}")
+    # (MaxK replaces the nonlinearity between layers, as `spgnn train` refuses it too: a
+    # 1-layer model would train without it under a name that says MaxK)
+    if args.maxk and args.layers < 2:
+        ap.error(f"--maxk acts between layers; a model of --layers {args.layers} has none")
     width = args.hidden * (args.heads if args.model == "gat" else 1)
     if args.maxk > width:
         ap.error(f"--maxk {args.maxk} exceeds the hidden width {width}"

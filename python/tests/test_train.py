@@ -88,6 +88,7 @@ def test_bad_launches_are_named(planted, capsys):
                       (["--lr", "inf"], "--lr must be a finite"),
                       (["--weight-decay", "inf"], "--weight-decay must be a finite"),
                       (["--maxk", "17"], "--maxk 17 exceeds the hidden width 16"),
+                      (["--maxk", "4", "--layers", "1"], "--maxk acts between layers"),
                       (["--model", "gat", "--heads", "2", "--hidden", "4", "--maxk", "9"],
                        "hidden width 8 (--hidden x --heads)"),
                       (["--device", "tpu"], "--device must be auto, cpu, cuda or cuda:N"),
