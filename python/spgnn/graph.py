@@ -83,13 +83,9 @@ class Graph:
     # order it was built from, its weights and sizes, rebuilt on load (the handle inside names a
     # graph of this process only, and another process may hold a different graph under it).
     def __reduce__(self):
+        # edge_index and edge_weight are in the caller's order, so edge_order() survives
         ei, w = self.edge_index.cpu(), self.edge_weight
         w = None if w is None else w.cpu()
-        order = self.edge_order()
-        if order is not None:  # back to the caller's edge order, so edge_order() survives
-            order = order.cpu()
-            ei = torch.empty_like(ei).index_copy_(1, order, ei)
-            w = None if w is None else torch.empty_like(w).index_copy_(0, order, w)
         return (_rebuild, (ei, w, self.num_src_nodes, self.num_dst_nodes, str(self.device)))
 
     def _init(self, base: Tensor, nnz: int):
@@ -192,15 +188,26 @@ class Graph:
         like = torch.empty(0, device=self.device)
         return _ops.graph_tensor(self.handle(), name, like, 0)
 
+    # edge_index and edge_weight answer in the order of the edge list the graph was built from,
+    # the order in which spgnn.ops read and write edge tensors: ops.u_mul_e_sum(g, x,
+    # g.edge_weight) is the weighted aggregation. (They answered in spgnn's target-sorted order,
+    # so that call silently paired each edge with another edge's weight on any unsorted input,
+    # e.g. every Graph.from_scipy of a bipartite matrix.)
+    def _in_callers_order(self, t: Tensor, dim: int) -> Tensor:
+        order = self.edge_order()
+        return t if order is None else torch.empty_like(t).index_copy_(dim, order, t)
+
     @property
     def edge_index(self) -> Tensor:
-        """[2, E] int64 in spgnn's (target-sorted) edge order; a fresh copy."""
-        return torch.stack([self._tensor("col"), self._tensor("row")])
+        """[2, E] int64 in the order of the edge list the graph was built from (the order of
+        the edge tensors of spgnn.ops); a fresh copy. ``g.edge_index[:, g.edge_order()]`` is
+        spgnn's own order, sorted by target, then source."""
+        return self._in_callers_order(torch.stack([self._tensor("col"), self._tensor("row")]), 1)
 
     @property
     def edge_weight(self) -> Optional[Tensor]:
-        """The edge weights in spgnn's edge order (a copy), or None."""
-        return self._tensor("values") if self.has_weights else None
+        """The edge weights in the order of edge_index (a copy), or None."""
+        return self._in_callers_order(self._tensor("values"), 0) if self.has_weights else None
 
     def edge_order(self) -> Optional[Tensor]:
         """Edge i of spgnn's order is edge ``edge_order()[i]`` of the edge list it was built

@@ -8,7 +8,7 @@ import spgnn
 from spgnn import _C, ops
 from spgnn import nn as snn
 
-from conftest import DEVICES, make_edge_index, randn
+from conftest import DEVICES, make_edge_index, randn, ref_gspmm, rel_err
 
 
 # ---- zero copy -----------------------------------------------------------------------------------
@@ -232,8 +232,12 @@ def test_graphs_pickle_by_value(gen):
     w = torch.rand(ei.shape[1], generator=gen) + 0.5
     g = spgnn.Graph(ei, n + 3, w)
     assert g.edge_order() is not None
+    # the graph's edges and weights come back in the order they were given, the order the
+    # ops read edge tensors in
+    assert torch.equal(g.edge_index, ei) and torch.equal(g.edge_weight, w)
     x = randn(gen, n + 3, 5)
     want = ops.u_mul_e_sum(g, x, g.edge_weight)
+    assert rel_err(want, ref_gspmm(ei, n + 3, "u_mul_e", "sum", x, w)) < 1e-6
     buf = io.BytesIO()
     torch.save(g, buf)
     blob = pickle.dumps(g)
