@@ -385,8 +385,11 @@ TEST(GraphBuild, RowCountsBeyondMemoryAreRefusedBeforeAnyRowIsWritten) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(graph_from_edges(int64_t{1} << 40, int64_t{1} << 40, {0}, {1}, {}), std::bad_alloc);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
-  // Many columns cost the build nothing per column: a few rows over 2^40 sources still build.
-  EXPECT_EQ(graph_from_edges(2, int64_t{1} << 40, {0}, {1}, {}).nnz(), 1);
+  // Many columns cost the build nothing per column: a few rows over 2^40 sources still build,
+  // but their transpose (2^40 rows) is refused the same way.
+  const Graph wide = graph_from_edges(2, int64_t{1} << 40, {0}, {1}, {});
+  EXPECT_EQ(wide.nnz(), 1);
+  EXPECT_THROW(transpose(wide), std::bad_alloc);
 }
 
 // ---- validate ----------------------------------------------------------------------------------

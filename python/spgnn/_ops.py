@@ -151,8 +151,17 @@ def graph_from_edge_index(edge_index: Tensor, num_nodes: int, num_src: int = -1)
 _SAME_NNZ = {"mean", "pattern", "transpose", "gcn_noloops"}
 
 
-_graph_variant_op = _handle_op("graph_variant(Tensor h, str kind) -> Tensor",
-                               lambda h, kind: wrap_handle(C.derive(_addr(h), kind)))
+def _derive(h: Tensor, kind: str) -> Tensor:
+    try:
+        return wrap_handle(C.derive(_addr(h), kind))
+    except MemoryError as e:  # std::bad_alloc names nothing
+        info = C.graph_info(_addr(h))
+        raise MemoryError(f"cannot build the {kind} variant of a graph of {info['n_rows']} "
+                          f"target and {info['n_cols']} source nodes ({info['nnz']} edges): "
+                          f"it does not fit in memory ({e})") from e
+
+
+_graph_variant_op = _handle_op("graph_variant(Tensor h, str kind) -> Tensor", _derive)
 
 
 @register_fake(f"{_lib}::graph_variant")
@@ -163,7 +172,7 @@ def _(h, kind):
 def graph_variant(h: Tensor, kind: str) -> Tensor:
     """The handle of a derived graph (built once, cached with its parent)."""
     if _eager(h):
-        return wrap_handle(C.derive(_addr(h), kind))
+        return _derive(h, kind)
     return _graph_variant_op(h, kind)
 
 

@@ -178,6 +178,12 @@ def test_a_graph_too_large_to_allocate_is_named():
     for ei in (torch.empty(2, 0, dtype=torch.int64), torch.tensor([[0], [1]], dtype=torch.int32)):
         with pytest.raises(MemoryError, match=r"graph of 1099511627776 target .*check num_nodes"):
             spgnn.Graph(ei, num_nodes=2**40)
+    # Three targets over 2^40 sources build (nothing is stored per source), but a softmax over
+    # each source's edges needs the transpose, with 2^40 rows: refused, named.
+    g = spgnn.Graph(torch.tensor([[0, 5], [1, 2]]), size=(2**40, 3))
+    with pytest.raises(MemoryError, match=r"transpose variant of a graph of 3 target and "
+                                          r"1099511627776 source nodes"):
+        ops.edge_softmax(g, torch.randn(2), norm_by="src")
 
 
 def test_read_dataset_names_nonfinite_features_unless_allowed(tmp_path):

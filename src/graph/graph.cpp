@@ -300,16 +300,7 @@ Graph build_impl(int64_t n_rows, int64_t n_cols, const EdgeArrays<InT>& e,
   ve.mirror = opt.symmetrize;
   ve.drop_loops = opt.self_loops == SelfLoopPolicy::remove;
   const int64_t mv = ve.size();
-  // The build fills per-row arrays (offsets, counts, rowptr) from the start. On a machine that
-  // overcommits memory (vm.overcommit_memory = 1, as on the GPU machine) the allocator does not
-  // refuse an impossible row count: the fill touches page after page until the kernel's OOM
-  // killer ends the process (a Python spgnn.Graph with num_nodes = 2^40 did that). Refuse what
-  // cannot fit in this machine's memory up front, with the exception a failed allocation gives
-  // elsewhere (the Python Graph names num_nodes; file readers check sizes before this).
-  // In double: the sizes may be anything up to INT64_MAX.
-  if ((static_cast<double>(n_rows) + 1) * 32 + static_cast<double>(mv) * 40 >
-      static_cast<double>(io::physical_memory_bytes()))
-    throw std::bad_alloc();
+  graph_detail::require_build_memory(n_rows, mv);
   const int kbits = bits_for(static_cast<uint64_t>(mv > 0 ? mv - 1 : 0));
   const int cbits = bits_for(static_cast<uint64_t>(n_cols > 0 ? n_cols - 1 : 0));
   // 64-bit keys cover every graph that fits in memory today (2^27 vertices x 2^30 edges uses
@@ -395,9 +386,24 @@ Graph build_graph(int64_t n_rows, int64_t n_cols, const EdgeArrays<int32_t>& e,
                   const BuildOptions& options, Tensor* input_pos) {
   return build_impl(n_rows, n_cols, e, options, input_pos);
 }
+
 Graph build_graph(int64_t n_rows, int64_t n_cols, const EdgeArrays<int64_t>& e,
                   const BuildOptions& options, Tensor* input_pos) {
   return build_impl(n_rows, n_cols, e, options, input_pos);
+}
+
+void require_build_memory(int64_t n_rows, int64_t nnz) {
+  // A build (or a transpose) fills per-row arrays (offsets, counts, rowptr) from the start. On
+  // a machine that overcommits memory (vm.overcommit_memory = 1, as on the GPU machine) the
+  // allocator does not refuse an impossible row count: the fill touches page after page until
+  // the kernel's OOM killer ends the process (a Python spgnn.Graph with num_nodes = 2^40 did
+  // that). Refuse what cannot fit in this machine's memory up front, with the exception a
+  // failed allocation gives elsewhere (the Python Graph names num_nodes; file readers check
+  // sizes before this). The model is io::check_graph_fits's; in double, as the sizes may be
+  // anything up to INT64_MAX.
+  if ((static_cast<double>(n_rows) + 1) * 32 + static_cast<double>(nnz) * 40 >
+      static_cast<double>(io::physical_memory_bytes()))
+    throw std::bad_alloc();
 }
 }  // namespace graph_detail
 

@@ -29,6 +29,11 @@ Graph build_graph(int64_t n_rows, int64_t n_cols, const EdgeArrays<int32_t>& e,
 Graph build_graph(int64_t n_rows, int64_t n_cols, const EdgeArrays<int64_t>& e,
                   const BuildOptions& options, Tensor* input_pos = nullptr);
 
+// Throws std::bad_alloc, before anything is allocated, when building a graph of `n_rows` rows
+// and `nnz` edges cannot fit in this machine's memory (graph.cpp explains why the allocator
+// cannot be left to refuse it).
+void require_build_memory(int64_t n_rows, int64_t nnz);
+
 // Calls f(IndexT{}) with IndexT = int32_t or int64_t matching `t`.
 template <class F>
 decltype(auto) dispatch_index(DType t, F&& f) {

@@ -98,6 +98,9 @@ template <class IndexT>
 Transposed transpose_impl(const Graph& g) {
   const int64_t nnz = g.nnz();
   const int64_t nt = g.n_cols;
+  // A few targets over 2^40 sources build (nothing is allocated per source), but the
+  // transpose's rows are those sources.
+  graph_detail::require_build_memory(nt, nnz);
   const IndexT* row = nnz ? g.row.data<IndexT>() : nullptr;
   const IndexT* col = nnz ? g.col.data<IndexT>() : nullptr;
   const float* val = g.has_values() ? g.val.data<float>() : nullptr;
