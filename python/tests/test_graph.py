@@ -108,6 +108,18 @@ def test_from_scipy_and_torch_sparse(gen):
         spgnn.Graph.from_sparse_tensor(torch.eye(3))
 
 
+def test_a_graph_without_edges_keeps_its_weights():
+    # Weights given for no edges still make a weighted graph: its weighted ops sum nothing.
+    g = spgnn.Graph(torch.empty(2, 0, dtype=torch.int64), 5, edge_weight=torch.empty(0))
+    assert g.has_weights and g.edge_weight.shape == (0,)
+    x = torch.randn(5, 3, requires_grad=True)
+    out = ops.gspmm(g, "u_mul_e", "sum", x)
+    assert torch.equal(out, torch.zeros(5, 3))
+    out.sum().backward()
+    assert torch.equal(x.grad, torch.zeros(5, 3))
+    assert spgnn.Graph(torch.empty(2, 0, dtype=torch.int64), 5).has_weights is False
+
+
 def test_bipartite_graph(gen):
     ei = torch.stack([torch.randint(0, 7, (20,), generator=gen),
                       torch.randint(0, 4, (20,), generator=gen)])

@@ -513,7 +513,10 @@ Graph graph_from_edge_tensors(int64_t n_rows, int64_t n_cols, const Tensor& rows
     EdgeArrays<I> e;
     e.rows = rows.data<I>();
     e.cols = cols.data<I>();
-    e.vals = vals.defined() ? vals.data<float>() : nullptr;
+    // Defined but empty (no edges) still means weighted: an empty array has no data pointer, and
+    // the graph lost its weights (a weighted op over it then asked for edge data).
+    static const float kNoValue = 0;
+    e.vals = !vals.defined() ? nullptr : vals.numel() ? vals.data<float>() : &kNoValue;
     e.m = rows.numel();
     return graph_detail::build_graph(n_rows, n_cols, e, options, input_pos);
   });
