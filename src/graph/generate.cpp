@@ -196,7 +196,7 @@ namespace {
 // failing inside an allocation with a bare "out of memory". The model is check_graph_fits's
 // (four 8-byte arrays per row while building, the edge arrays and their sort buffers).
 void check_generated_fits(const std::string& what, double n_rows, double nnz, double extra = 0) {
-  io::require_memory((n_rows + 1) * 32 + nnz * 40 + extra, what);
+  io::require_memory(io::graph_build_bytes(n_rows, nnz) + extra, what);
 }
 }  // namespace
 

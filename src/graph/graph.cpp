@@ -399,9 +399,8 @@ void require_build_memory(int64_t n_rows, int64_t nnz) {
   // the kernel's OOM killer ends the process (a Python spgnn.Graph with num_nodes = 2^40 did
   // that). Refuse what cannot fit in this machine's memory up front, with the exception a
   // failed allocation gives elsewhere (the Python Graph names num_nodes; file readers check
-  // sizes before this). The model is io::check_graph_fits's; in double, as the sizes may be
-  // anything up to INT64_MAX.
-  if ((static_cast<double>(n_rows) + 1) * 32 + static_cast<double>(nnz) * 40 >
+  // sizes before this, with the same model).
+  if (io::graph_build_bytes(static_cast<double>(n_rows), static_cast<double>(nnz)) >
       static_cast<double>(io::physical_memory_bytes()))
     throw std::bad_alloc();
 }
@@ -489,6 +488,12 @@ Graph graph_from_edges(int64_t n_rows, int64_t n_cols, const std::vector<int64_t
   return graph_detail::build_graph(n_rows, n_cols, e, options);
 }
 
+namespace {
+// The value pointer of a weighted edge list without edges (a non-null pointer marks "weighted";
+// nothing is read through it).
+const float kNoValue = 0;
+}  // namespace
+
 Graph graph_from_edge_tensors(int64_t n_rows, int64_t n_cols, const Tensor& rows,
                               const Tensor& cols, const Tensor& vals, const BuildOptions& options,
                               Tensor* input_pos) {
@@ -515,7 +520,6 @@ Graph graph_from_edge_tensors(int64_t n_rows, int64_t n_cols, const Tensor& rows
     e.cols = cols.data<I>();
     // Defined but empty (no edges) still means weighted: an empty array has no data pointer, and
     // the graph lost its weights (a weighted op over it then asked for edge data).
-    static const float kNoValue = 0;
     e.vals = !vals.defined() ? nullptr : vals.numel() ? vals.data<float>() : &kNoValue;
     e.m = rows.numel();
     return graph_detail::build_graph(n_rows, n_cols, e, options, input_pos);
@@ -536,7 +540,6 @@ Graph canonicalize(const Graph& g, const BuildOptions& options) {
   if (nnz == 0) {
     EdgeArrays<int64_t> e;
     // An edge-less graph keeps "has values" so callers see the same schema back.
-    static const float kNoValue = 0;
     e.vals = g.has_values() ? &kNoValue : nullptr;
     return graph_detail::build_graph(g.n_rows, g.n_cols, e, options);
   }

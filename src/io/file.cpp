@@ -74,8 +74,8 @@ void check_fits_in_memory(const std::string& path, int64_t line, uint64_t bytes,
 
 void check_graph_fits(const std::string& path, int64_t line, int64_t n_rows, int64_t nnz,
                       const std::string& what) {
-  // In double: the sizes may be anything up to INT64_MAX; saturated, the comparison still holds.
-  const double bytes = (static_cast<double>(n_rows) + 1) * 32 + static_cast<double>(nnz) * 40;
+  // Saturated, the comparison still holds.
+  const double bytes = graph_build_bytes(static_cast<double>(n_rows), static_cast<double>(nnz));
   check_fits_in_memory(path, line,
                        bytes >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(bytes),
                        what + ": a graph of " + std::to_string(n_rows) + " vertices and " +

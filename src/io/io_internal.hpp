@@ -35,10 +35,13 @@ void require_memory(double bytes, const std::string& what);
 // Refuses (FormatError naming the file and `what`) when `bytes` exceeds physical memory.
 void check_fits_in_memory(const std::string& path, int64_t line, uint64_t bytes,
                           const std::string& what);
+// Bytes a build of a graph of `n_rows` rows and `nnz` edges needs at its peak: about four 8-byte
+// arrays per row (offsets, rowptr, degree counts) and 40 bytes per edge (the edge arrays and
+// their sort buffers). In double: the sizes may be anything up to INT64_MAX.
+inline double graph_build_bytes(double n_rows, double nnz) { return (n_rows + 1) * 32 + nnz * 40; }
 // Refuses a graph of `n_rows` rows and `nnz` edges that cannot be built in memory, before any
-// array is allocated: building keeps about four 8-byte arrays per row (offsets, rowptr, degree
-// counts) plus the edge arrays. Guards sizes a file declares or implies (a size line, a header,
-// the largest vertex id) rather than sizes bounded by the bytes actually present.
+// array is allocated (graph_build_bytes). Guards sizes a file declares or implies (a size line,
+// a header, the largest vertex id) rather than sizes bounded by the bytes actually present.
 void check_graph_fits(const std::string& path, int64_t line, int64_t n_rows, int64_t nnz,
                       const std::string& what);
 
