@@ -474,6 +474,43 @@ def test_layers_under_autocast(gen, dtype, name, kw, _):
         assert cos > bound or float(b.norm()) == 0, (pname, cos)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name,kw,_", LAYERS + [("GINConv", dict(train_eps=True), "")])
+def test_layers_converted_to_half(gen, device, dtype, name, kw, _):
+    """A layer converted with .to(dtype) (no autocast) takes x in that dtype, every layer GAT
+    included, as PyG's do: its output and gradients are in that dtype and within a few
+    roundings of the float32 layer's; x in another dtype than the weights is named."""
+    ei, n = make_edge_index("skewed", gen)
+    ei = ei.to(device)
+    torch.manual_seed(0)
+    if name == "GINConv":
+        ref = snn.GINConv(torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(),
+                                              torch.nn.Linear(8, 8)), **kw)
+    else:
+        ref = getattr(snn, name)(6, 8, **kw)
+    ref = ref.to(device)
+    half = copy.deepcopy(ref).to(dtype)
+    x = randn(gen, n, 6, device=device)
+    out_ref = ref(x, ei)
+    out = half(x.to(dtype), ei)
+    assert out.dtype == dtype and out.shape == out_ref.shape
+    assert rel_err(out.float(), out_ref) < AUTOCAST_TOL[dtype]
+    up = randn(gen, *out_ref.shape, device=device)
+    grads_ref = torch.autograd.grad(out_ref, list(ref.parameters()), up)
+    grads = torch.autograd.grad(out, list(half.parameters()), up.to(dtype))
+    for (pname, p), a, b in zip(half.named_parameters(), grads, grads_ref):
+        assert a.dtype == p.dtype == dtype, pname
+        assert torch.isfinite(a).all(), pname
+        if pname == "att_dst" or (pname in ("att_src", "eps") and dtype == torch.bfloat16):
+            continue  # kinks upstream (test_layers_under_autocast says why)
+        cos = float(torch.nn.functional.cosine_similarity(a.float().flatten(), b.flatten(), dim=0))
+        assert cos > 0.5 or float(b.norm()) == 0, (pname, cos)
+    with pytest.raises(TypeError, match=f"{name}: x is float32 but the layer's weights are "
+                                        f"{str(dtype)[6:]}"):
+        half(x, ei)
+
+
 @pytest.mark.parametrize("conv,kw", [(snn.GCNConv, {}), (snn.GATConv, {"heads": 2})])
 def test_compiled_model_under_autocast_equals_eager(gen, conv, kw):
     torch._dynamo.reset()

@@ -25,7 +25,8 @@ loops when a bipartite graph has more targets than sources, a ``size=`` that dif
 inputs' rows, ``edge_attr``/``edge_dim`` in GATConv, aggregations other than
 sum/add/mean/max/min, lazy ``in_channels=-1`` with SAGEConv's ``project``,
 torch_sparse.SparseTensor adjacencies (convert them with ``adj_t.to_torch_sparse_csr_tensor()``),
-and inputs that are not float32 (float64 on the CPU). Lazy ``in_channels=-1`` (or ``(-1, -1)``)
+float64 inputs on the GPU and float64 in GATConv. Inputs may be float32, float16 or bfloat16 (a
+model converted with ``.to(dtype)``, or torch.autocast), and float64 on the CPU. Lazy ``in_channels=-1`` (or ``(-1, -1)``)
 takes the width from the first input, as in PyG.
 """
 from __future__ import annotations
@@ -583,10 +584,12 @@ class GATConv(torch.nn.Module):
         if edge_attr is not None:
             raise NotImplementedError("GATConv: edge_attr is not supported by spgnn.nn")
         x, x_dst = _input_pair(x, edge_index, size, "GATConv")
+        # float16/bfloat16 run as the other layers' do (a model converted with .to(), or
+        # autocast); the attention has no float64 kernels, so a .double() GAT is named here.
         for t, name in ((x, "x_src" if x is not x_dst else "x"), (x_dst, "x_dst")):
-            if t.dtype != torch.float32:
-                raise TypeError(f"GATConv: {name} is {dtype_name(t.dtype)}, but spgnn's attention "
-                                "kernels take float32")
+            if t.dtype == torch.float64:
+                raise TypeError(f"GATConv: {name} is float64, but spgnn's attention kernels take "
+                                "float32 (or float16/bfloat16)")
         # PyG's order of first use (the residual first), so lazy widths draw the same numbers
         for lin, t in ((self.res, x_dst), (self.lin, x), (self.lin_src, x), (self.lin_dst, x_dst)):
             _materialize(lin, t, lambda m: _glorot(m.weight))
