@@ -27,6 +27,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from . import _device_graph
 from ._runtime import C, arr, on_device, stream_of
 
 _lib = "spgnn"
@@ -152,8 +153,18 @@ _SAME_NNZ = {"mean", "pattern", "transpose", "gcn_noloops"}
 
 
 def _derive(h: Tensor, kind: str) -> Tensor:
+    addr = _addr(h)
+    if kind in _device_graph.KINDS:
+        # A graph built on its GPU gets its variants built there too (_device_graph).
+        hit = C.cached_variant(addr, kind)
+        if hit is not None:
+            return wrap_handle(hit)
+        info = C.graph_info(addr)
+        if info["device_built"]:
+            built = _device_graph.derive(addr, kind, info)
+            return wrap_handle(built if built is not None else C.rehandle(addr))
     try:
-        return wrap_handle(C.derive(_addr(h), kind))
+        return wrap_handle(C.derive(addr, kind))
     except MemoryError as e:  # std::bad_alloc names nothing
         info = C.graph_info(_addr(h))
         raise MemoryError(f"cannot build the {kind} variant of a graph of {info['n_rows']} "
@@ -183,9 +194,15 @@ def _graph_tensor_impl(h: Tensor, name: str, like: Tensor, rows: int) -> Tensor:
     """A fresh copy of one of the graph's arrays (see _C.graph_tensor) on `like`'s device, in
     `like`'s float dtype for float arrays. `rows` is the length of node-shaped arrays
     (inv_degree: the graph's rows), which fake tensors cannot read off the handle."""
-    shape, dtype = C.graph_tensor_spec(_addr(h), name)
+    shape, dtype, device_built = C.graph_tensor_spec(_addr(h), name)
     if name in _NODE_SHAPED and shape[0] != rows:
         raise ValueError(f"graph_tensor({name}): the graph has {shape[0]} such rows, not {rows}")
+    if device_built and like.is_cuda:
+        out = _device_graph.tensor(_addr(h), name)
+        if out.device != like.device:
+            raise ValueError(f"graph_tensor({name}): the graph is on {out.device}, not "
+                             f"{like.device}")
+        return out.to(like.dtype) if out.is_floating_point() else out
     out = torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
     with on_device(like):
         C.graph_tensor(_addr(h), name, arr(out), stream_of(like))

@@ -15,7 +15,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from . import _ops
+from . import _device_graph, _ops
 from ._runtime import C, check_int, check_tensor, stream_of
 
 __all__ = ["Graph", "clear_cache"]
@@ -67,11 +67,16 @@ class Graph:
             check_tensor(edge_weight, "edge_weight", ndim=(1,), dtypes=(torch.float32,),
                          device=edge_index.device, rows=edge_index.shape[1],
                          rows_name="the number of edges E")
+        built = None
+        if edge_index.is_cuda:  # sorted on the GPU (see _device_graph), else on the host
+            built = _device_graph.build(edge_index[1], edge_index[0], edge_weight, n_dst, n_src,
+                                        "edge_index[1]", "edge_index[0]")
         try:
-            built = C.build_graph(
-                edge_index[1].contiguous(), edge_index[0].contiguous(),
-                None if edge_weight is None else edge_weight.detach(),
-                n_dst, n_src, "edge_index[1]", "edge_index[0]", stream_of(edge_index))
+            if built is None:
+                built = C.build_graph(
+                    edge_index[1].contiguous(), edge_index[0].contiguous(),
+                    None if edge_weight is None else edge_weight.detach(),
+                    n_dst, n_src, "edge_index[1]", "edge_index[0]", stream_of(edge_index))
         except MemoryError as e:  # std::bad_alloc names nothing; a typo in num_nodes is the usual cause
             raise MemoryError(f"cannot allocate a graph of {n_dst} target and {n_src} source nodes "
                               f"({edge_index.shape[1]} edges): check num_nodes / size "

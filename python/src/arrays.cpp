@@ -70,7 +70,7 @@ Tensor view(const std::optional<Array>& a, const std::string& what) {
   return a ? view(*a, what) : Tensor();
 }
 
-nb::object to_array(const Tensor& t) {
+nb::object to_array(const Tensor& t, bool as_torch) {
   SPGNN_CHECK(t.defined(), InvalidArgument, "to_array: undefined tensor");
   nb::dlpack::dtype d{};
   d.lanes = 1;
@@ -89,8 +89,17 @@ nb::object to_array(const Tensor& t) {
   // The capsule owns a copy of the Tensor, which shares the storage.
   nb::capsule owner(new Tensor(t), [](void* p) noexcept { delete static_cast<Tensor*>(p); });
   const bool cuda = t.device().is_cuda();
-  Array a(const_cast<void*>(t.raw()), shape.size(), shape.data(), owner, nullptr, d,
-          cuda ? nb::device::cuda::value : nb::device::cpu::value, cuda ? t.device().index : 0);
+  const int32_t dev_type = cuda ? nb::device::cuda::value : nb::device::cpu::value;
+  const int32_t dev_id = cuda ? t.device().index : 0;
+  if (as_torch) {
+    // nanobind hands the capsule to torch.utils.dlpack at run time (no link against torch),
+    // with no producer-stream handshake: the caller orders work on its own stream.
+    nb::ndarray<nb::pytorch> a(const_cast<void*>(t.raw()), shape.size(), shape.data(), owner,
+                               nullptr, d, dev_type, dev_id);
+    return a.cast();
+  }
+  Array a(const_cast<void*>(t.raw()), shape.size(), shape.data(), owner, nullptr, d, dev_type,
+          dev_id);
   return a.cast();
 }
 

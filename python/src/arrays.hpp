@@ -20,7 +20,8 @@ using Array = nb::ndarray<>;
 Tensor view(const Array& a, const std::string& what);
 // The same for optional arguments: None gives an undefined Tensor.
 Tensor view(const std::optional<Array>& a, const std::string& what);
-// An array over `t`'s memory, sharing ownership with `t` (no copy).
-nb::object to_array(const Tensor& t);
+// An array over `t`'s memory, sharing ownership with `t` (no copy): a framework-free DLPack
+// array, or with `as_torch` a torch.Tensor (torch imported at run time, never linked).
+nb::object to_array(const Tensor& t, bool as_torch = false);
 
 }  // namespace spgnn::py

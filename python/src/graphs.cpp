@@ -46,7 +46,7 @@ std::shared_ptr<GraphEntry> make_entry(Graph host, Tensor edge_source, Device de
   e->edge_source = std::move(edge_source);
   if (device.is_cuda()) {
     e->g = host.to(device);
-    e->host = std::move(host);
+    e->set_host(std::move(host));
   } else {
     e->g = std::move(host);
   }
@@ -64,6 +64,14 @@ void check_range(const I* ids, int64_t m, int64_t limit, const std::string& name
                                          static_cast<int64_t>(ids[first_bad]),
                                          " is out of range: node ids must lie in [0, ", limit,
                                          ")"));
+}
+
+// t on the host: t itself, or a copy ordered after `stream` (a GPU array's writer).
+Tensor host_copy(const Tensor& t, void* stream) {
+  if (!t.defined() || !t.device().is_cuda()) return t;
+  Tensor h = Tensor::empty(t.shape(), t.dtype());
+  h.copy_from(t, stream);  // device -> pageable host: returns once the copy is done
+  return h;
 }
 
 // Drops an edge_source that is the identity (the input was already in canonical order).
@@ -186,7 +194,8 @@ Tensor host_tensor(const GraphEntry& e, const std::string& name) {
   const Graph& h = e.host_graph();
   if (name == "row") return h.nnz() ? as_i64(h.row) : Tensor::empty({0}, DType::i64);
   if (name == "col") return h.nnz() ? as_i64(h.col) : Tensor::empty({0}, DType::i64);
-  if (name == "edge_source") return e.edge_source.defined() ? e.edge_source : iota(h.nnz());
+  if (name == "edge_source")
+    return e.edge_source.defined() ? host_copy(e.edge_source, e.stream) : iota(h.nnz());
   if (name == "values") return h.has_values() ? h.val : Tensor::full({h.nnz()}, DType::f32, 1.0);
   if (name == "inv_degree") return inverse_degree(h);
   throw InvalidArgument("graph_tensor: unknown name '" + name +
@@ -269,9 +278,9 @@ std::shared_ptr<GraphEntry> derive(const std::shared_ptr<GraphEntry>& e, const s
     }
     auto c = std::make_unique<GraphEntry>();
     c->kind = e->kind;
-    c->edge_source = e->edge_source;
+    c->edge_source = host_copy(e->edge_source, e->stream);  // host (or the graph's device)
     c->g = h.to(to);
-    if (to.is_cuda()) c->host = h;
+    if (to.is_cuda()) c->set_host(h);
     return slot = register_entry(std::move(c));
   } else {
     throw InvalidArgument("unknown graph derivation '" + kind +
@@ -284,6 +293,61 @@ std::shared_ptr<GraphEntry> derive(const std::shared_ptr<GraphEntry>& e, const s
 
 std::shared_ptr<GraphEntry> make_entry_for(Graph host, Device device, const std::string& kind) {
   return make_entry(std::move(host), Tensor(), device, kind);
+}
+
+const Graph& GraphEntry::host_graph() const {
+  if (!g.device().is_cuda()) return g;
+  std::call_once(host_once_, [this] {
+    if (host_ready_) return;
+    // Ordered on the stream that wrote the arrays (a copy to pageable memory returns when done).
+    auto down = [this](const Tensor& t) { return host_copy(t, stream); };
+    Graph h;
+    h.n_rows = g.n_rows;
+    h.n_cols = g.n_cols;
+    h.row = down(g.row);
+    h.col = down(g.col);
+    h.rowptr = down(g.rowptr);
+    h.val = down(g.val);
+    host_ = std::move(h);
+    host_ready_ = true;
+  });
+  return host_;
+}
+
+std::shared_ptr<GraphEntry> entry_from_arrays(Graph g, Tensor edge_source, const std::string& kind,
+                                              void* stream,
+                                              const std::shared_ptr<GraphEntry>& parent) {
+  const int64_t nnz = g.row.defined() ? g.row.numel() : -1;
+  const Device dev = g.rowptr.defined() ? g.rowptr.device() : Device::cpu();
+  const DType it = g.rowptr.defined() ? g.rowptr.dtype() : DType::f32;
+  auto index_ok = [&](const Tensor& t, int64_t n) {
+    return t.defined() && t.ndim() == 1 && t.numel() == n && t.dtype() == it &&
+           t.device() == dev;
+  };
+  SPGNN_CHECK(dev.is_cuda() && (it == DType::i32 || it == DType::i64) && g.n_rows >= 0 &&
+                  g.n_cols >= 0 && nnz >= 0 && index_ok(g.rowptr, g.n_rows + 1) &&
+                  index_ok(g.row, nnz) && index_ok(g.col, nnz) &&
+                  (!g.val.defined() || (g.val.dtype() == DType::f32 && g.val.ndim() == 1 &&
+                                        g.val.numel() == nnz && g.val.device() == dev)) &&
+                  (!edge_source.defined() ||
+                   (edge_source.dtype() == DType::i64 && edge_source.ndim() == 1 &&
+                    edge_source.numel() == nnz && edge_source.device() == dev)),
+              InvalidArgument,
+              "graph_from_arrays: expected contiguous int32/int64 row, col [nnz] and rowptr "
+              "[n_rows + 1], float32 values [nnz] and int64 edge_source [nnz], all on one GPU");
+  auto raw = std::make_unique<GraphEntry>();
+  raw->kind = kind;
+  raw->g = std::move(g);
+  raw->edge_source = std::move(edge_source);
+  raw->stream = stream;
+  raw->device_built = true;
+  if (!parent) return register_entry(std::move(raw));
+  SPGNN_CHECK(parent->g.device() == dev, InvalidArgument, "graph_from_arrays: a variant on ",
+              dev.str(), " of a graph on ", parent->g.device().str());
+  std::lock_guard<std::mutex> lock(parent->mutex);
+  std::shared_ptr<GraphEntry>& slot = parent->derived[kind];
+  if (!slot) slot = register_entry(std::move(raw));
+  return slot;
 }
 
 std::shared_ptr<GraphEntry> lookup(uintptr_t address) {

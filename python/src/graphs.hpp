@@ -21,15 +21,29 @@ struct GraphEntry {
   int64_t id = 0;        // what handles hold; never reused
   std::string kind;      // "base", or the derivation that made it ("gcn", "transpose", ...)
   Graph g;               // canonical arrays on the entry's device
-  Graph host;            // the same on the host when g is on a GPU (derivations run there)
   // Edge i of g came from edge edge_source[i] of the parent (of the caller's edge list for a
-  // base graph); -1 for a created self loop. Host int64 [nnz]; undefined when the identity.
+  // base graph); -1 for a created self loop. int64 [nnz] on the host, or on g's device for a
+  // graph built there (from_arrays); undefined when the identity.
   Tensor edge_source;
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<GraphEntry>> derived;
   std::map<std::string, Tensor> device_tensors;  // graph_tensor() results, built on first use
 
-  const Graph& host_graph() const { return g.device().is_cuda() ? host : g; }
+  // g on the host (g itself for a host graph). A graph built on the host and placed on a GPU
+  // keeps its host arrays; one built on the GPU (from_arrays) is copied down on first use,
+  // after the stream that wrote it.
+  const Graph& host_graph() const;
+  void set_host(Graph h) {
+    host_ = std::move(h);
+    host_ready_ = true;
+  }
+  void* stream = nullptr;       // the stream a GPU-built graph's arrays were written on
+  bool device_built = false;    // built by entry_from_arrays (its arrays are the caller's)
+
+ private:
+  mutable Graph host_;
+  mutable bool host_ready_ = false;
+  mutable std::once_flag host_once_;
 };
 
 // Builds the canonical graph of the edges cols[k] -> rows[k] (destination rows, source cols:
@@ -49,6 +63,15 @@ std::shared_ptr<GraphEntry> derive(const std::shared_ptr<GraphEntry>& e, const s
 // A new entry for a canonical host graph placed on `device` (kept on the host too when that is a
 // GPU), with edge_source the identity.
 std::shared_ptr<GraphEntry> make_entry_for(Graph host, Device device, const std::string& kind);
+// An entry over canonical arrays the caller built on a GPU (spgnn.graph builds an edge_index's
+// graph and its variants with torch on the GPU): `g`'s tensors are views of the caller's memory,
+// which they keep alive; `edge_source` (int64 [nnz] on the same device) or undefined. Only the
+// shapes, dtypes and devices are checked here. With a `parent`, the entry becomes
+// parent->derived[kind] unless that slot is filled already, in which case the earlier entry is
+// returned (two threads deriving at once agree on one).
+std::shared_ptr<GraphEntry> entry_from_arrays(Graph g, Tensor edge_source, const std::string& kind,
+                                              void* stream,
+                                              const std::shared_ptr<GraphEntry>& parent);
 // The entry behind a handle's address; InvalidArgument when it is not a live graph handle.
 std::shared_ptr<GraphEntry> lookup(uintptr_t handle_address);
 // A new handle array for `e` (the owner keeps `e` alive).

@@ -71,6 +71,7 @@ nb::dict graph_info(uintptr_t h) {
   d["has_values"] = g.has_values();
   d["kind"] = e->kind;
   d["identity_order"] = !e->edge_source.defined();
+  d["device_built"] = e->device_built;
   d["bytes"] = g.bytes();
   return d;
 }
@@ -157,6 +158,41 @@ NB_MODULE(_C, m) {
       },
       "handle"_a, "kind"_a);
   m.def("graph_info", &graph_info, "handle"_a);
+  // A graph (or, with a parent handle, a variant of it) over canonical arrays built on a GPU by
+  // spgnn.graph in torch; the arrays are viewed, not copied.
+  m.def(
+      "graph_from_arrays",
+      [](const Array& row, const Array& col, const Array& rowptr, const OptArray& values,
+         const OptArray& edge_source, int64_t n_rows, int64_t n_cols, const std::string& kind,
+         uintptr_t parent, uintptr_t stream) {
+        Graph g;
+        g.n_rows = n_rows;
+        g.n_cols = n_cols;
+        g.row = view(row, "row");
+        g.col = view(col, "col");
+        g.rowptr = view(rowptr, "rowptr");
+        g.val = view(values, "values");
+        Tensor src = view(edge_source, "edge_source");
+        std::shared_ptr<GraphEntry> p = parent ? lookup(parent) : nullptr;
+        auto e = entry_from_arrays(std::move(g), std::move(src), kind, as_stream(stream), p);
+        return std::make_tuple(handle_of(e), e->g.nnz());
+      },
+      "row"_a.noconvert(), "col"_a.noconvert(), "rowptr"_a.noconvert(),
+      "values"_a.noconvert().none(), "edge_source"_a.noconvert().none(), "n_rows"_a, "n_cols"_a,
+      "kind"_a, "parent"_a, "stream"_a);
+  // The arrays of a graph on its device as torch tensors, zero-copy: (row, col, rowptr, values
+  // or None, edge_source or None when the identity). Read-only by contract.
+  m.def(
+      "graph_arrays",
+      [](uintptr_t h) {
+        auto e = lookup(h);
+        const Graph& g = e->g;
+        auto opt = [](const Tensor& t) { return t.defined() ? to_array(t, true) : nb::none(); };
+        Tensor src = e->edge_source;
+        if (src.defined() && src.device() != g.device()) src = src.to(g.device());
+        return nb::make_tuple(opt(g.row), opt(g.col), opt(g.rowptr), opt(g.val), opt(src));
+      },
+      "handle"_a);
   // Owner part of every vertex (into `out`, int32 [n] on the host); returns (method run, note).
   m.def(
       "partition",
@@ -196,9 +232,21 @@ NB_MODULE(_C, m) {
       [](uintptr_t h, const std::string& name) {
         auto e = lookup(h);
         return std::make_tuple(graph_tensor_shape(*e, name),
-                               std::string(dtype_name(graph_tensor_dtype(name))));
+                               std::string(dtype_name(graph_tensor_dtype(name))),
+                               e->device_built);
       },
       "handle"_a, "name"_a);
+  // The variant `kind` of a graph when it has been built, else None (derive builds it).
+  m.def(
+      "cached_variant",
+      [](uintptr_t h, const std::string& kind) -> nb::object {
+        auto e = lookup(h);
+        std::lock_guard<std::mutex> lock(e->mutex);
+        auto it = e->derived.find(kind);
+        if (it == e->derived.end() || !it->second) return nb::none();
+        return nb::make_tuple(handle_of(it->second), it->second->g.nnz());
+      },
+      "handle"_a, "kind"_a);
   m.def(
       "graph_tensor",
       [](uintptr_t h, const std::string& name, const Array& out, uintptr_t stream) {

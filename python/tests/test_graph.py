@@ -7,9 +7,10 @@ import pytest
 import torch
 
 import spgnn
-from spgnn import ops
+from spgnn import _device_graph, _ops, ops
+from spgnn._runtime import C
 
-from conftest import DEVICES, make_edge_index, randn, ref_gspmm, rel_err
+from conftest import DEVICES, GRAPH_KINDS, make_edge_index, randn, ref_gspmm, rel_err
 
 
 def test_orientation_is_pyg(gen):
@@ -167,3 +168,155 @@ def test_edge_index_cache_notices_in_place_changes(gen):
     ei[1] = (ei[1] + 1) % n             # in place: a new graph
     ref = torch.zeros(n, 3).index_add(0, ei[1], x[ei[0]]) @ conv.lin_l.weight.t()
     assert rel_err(conv(x, ei), ref) < 1e-6
+
+
+# ---- graphs built on the GPU with torch (_device_graph) ------------------------------------------
+# A CUDA edge_index's graph and its variants are built by torch on the GPU; they must equal the
+# host build's arrays exactly (GCN weights to float32 rounding: the degree sums run in another
+# order). The builder's torch code runs on any device, so the CPU tests below hold it to the
+# host build in CI; the GPU test runs the real path (views registered with the core).
+
+
+def _capture(row, col, rowptr, val, source, n_rows, n_cols, kind, idx, parent=0):
+    return dict(row=row.to(idx), col=col.to(idx), rowptr=rowptr.to(idx), val=val, source=source,
+                n_rows=n_rows, n_cols=n_cols)
+
+
+def _host_arrays(addr):
+    row, col, rowptr, val, src = C.graph_arrays(addr)
+    info = C.graph_info(addr)
+    return dict(row=row, col=col, rowptr=rowptr, val=val, source=src, n_rows=info["n_rows"],
+                n_cols=info["n_cols"])
+
+
+def _assert_same_arrays(got, want, what):
+    for k in ("n_rows", "n_cols"):
+        assert got[k] == want[k], (what, k)
+    for k in ("row", "col", "rowptr"):
+        a, b = got[k].cpu(), want[k].cpu()
+        assert a.dtype == b.dtype and torch.equal(a, b), (what, k)
+    assert (got["val"] is None) == (want["val"] is None), (what, "values")
+    if want["val"] is not None:
+        a, b = got["val"].cpu(), want["val"].cpu()
+        assert a.dtype == b.dtype == torch.float32 and a.shape == b.shape, (what, "values")
+        torch.testing.assert_close(a, b, rtol=2e-7, atol=0, msg=what)
+    nnz = want["row"].numel()
+    src_g = got["source"].cpu() if got["source"] is not None else torch.arange(nnz)
+    src_w = want["source"].cpu() if want["source"] is not None else torch.arange(nnz)
+    assert torch.equal(src_g, src_w), (what, "edge source")
+
+
+def _bipartite(gen):
+    ei = torch.stack([torch.randint(0, 40, (150,), generator=gen),
+                      torch.randint(0, 25, (150,), generator=gen)])
+    return ei, (40, 25)
+
+
+@pytest.mark.parametrize("kind", GRAPH_KINDS + ["bipartite", "int32", "weighted"])
+def test_torch_build_equals_host_build(gen, kind):
+    weights = None
+    if kind == "bipartite":
+        ei, (n_src, n_dst) = _bipartite(gen)
+    else:
+        ei, n = make_edge_index("uniform" if kind in ("int32", "weighted") else kind, gen)
+        n_src = n_dst = n
+        if kind == "int32":
+            ei = ei.int()
+        if kind == "weighted":
+            weights = torch.rand(ei.shape[1], generator=gen) + 0.1
+    host = spgnn.Graph(ei, edge_weight=weights, size=(n_src, n_dst))
+    addr = host.handle().untyped_storage().data_ptr()
+    got = _device_graph.build(ei[1], ei[0], weights, n_dst, n_src, "edge_index[1]",
+                              "edge_index[0]", register=_capture)
+    _assert_same_arrays(got, _host_arrays(addr), f"{kind} base")
+    info = C.graph_info(addr)
+    for variant in _device_graph.KINDS:
+        if variant.startswith("gcn") and n_src != n_dst:
+            with pytest.raises(ValueError, match="GCN normalisation needs a square graph"):
+                _device_graph.derive(addr, variant, info, register=_capture)
+            continue
+        if variant == "loops" and n_dst > n_src:
+            continue
+        mine = _device_graph.derive(addr, variant, info, register=_capture)
+        theirs = C.derive(addr, variant)
+        if mine is None:  # the pattern of a graph without values: the graph itself
+            assert variant == "pattern" and not info["has_values"]
+            continue
+        hv = _ops.wrap_handle(theirs)
+        _assert_same_arrays(mine, _host_arrays(_ops._addr(hv)), f"{kind} {variant}")
+
+
+def test_torch_build_names_out_of_range_ids_as_the_host_build_does(gen):
+    ei = torch.randint(0, 10, (2, 50), generator=gen)
+    ei[0, 17] = 10
+    ei[1, 30] = -1
+    for rows, cols, msg in ((ei[1], ei[0], r"edge_index\[1\]\[30\] = -1 is out of range"),
+                            (ei[0].clamp(0, 9), ei[0], r"edge_index\[0\]\[17\] = 10 is out")):
+        with pytest.raises(ValueError, match=msg):
+            _device_graph.build(rows, cols, None, 10, 10, "edge_index[1]", "edge_index[0]",
+                                register=_capture)
+        with pytest.raises(ValueError, match=msg):
+            spgnn.Graph(torch.stack([cols, rows]), 10)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", GRAPH_KINDS + ["bipartite", "int32", "weighted"])
+def test_graphs_of_cuda_edge_index_are_built_on_the_gpu(gen, kind):
+    """A CUDA edge_index's graph (and every variant) is built on the GPU, equal to the host
+    build's; ops and layers over it equal the host graph's, edge tensors in the caller's order."""
+    weights = None
+    if kind == "bipartite":
+        ei, (n_src, n_dst) = _bipartite(gen)
+    else:
+        ei, n = make_edge_index("uniform" if kind in ("int32", "weighted") else kind, gen)
+        n_src = n_dst = n
+        if kind == "int32":
+            ei = ei.int()
+        if kind == "weighted":
+            weights = torch.rand(ei.shape[1], generator=gen) + 0.1
+    host = spgnn.Graph(ei, edge_weight=weights, size=(n_src, n_dst))
+    g = spgnn.Graph(ei.cuda(), edge_weight=None if weights is None else weights.cuda(),
+                    size=(n_src, n_dst))
+    assert g._info["device_built"] and not host._info["device_built"]
+    _assert_same_arrays(_host_arrays(_ops._addr(g.handle())), _host_arrays(_ops._addr(host.handle())),
+                        f"{kind} base")
+    assert torch.equal(g.edge_index.cpu(), host.edge_index)
+    assert torch.equal(g.edge_index.cpu(), ei.long())
+    if weights is not None:
+        assert torch.equal(g.edge_weight.cpu(), weights)
+    for variant in _device_graph.KINDS:
+        if (variant.startswith("gcn") and n_src != n_dst) or (variant == "loops" and
+                                                               n_dst > n_src):
+            continue
+        hd = _ops.graph_variant(g.handle(), variant)
+        hh = _ops.graph_variant(host.handle(), variant)
+        assert _ops.graph_variant(g.handle(), variant).shape == hd.shape  # cached
+        _assert_same_arrays(_host_arrays(_ops._addr(hd)), _host_arrays(_ops._addr(hh)),
+                            f"{kind} {variant}")
+        for name in ("row", "col", "edge_source", "values", "inv_degree"):
+            like = torch.empty(0, device="cuda")
+            a = _ops.graph_tensor(hd, name, like, n_dst if variant != "transpose" else n_src)
+            b = _ops.graph_tensor(hh, name, torch.empty(0), n_dst if variant != "transpose"
+                                  else n_src)
+            assert a.device.type == "cuda" and a.dtype == b.dtype, (variant, name)
+            torch.testing.assert_close(a.cpu(), b, rtol=2e-7, atol=0)
+    # ops and their gradients over the two graphs
+    x = torch.randn(n_src, 5, generator=gen)
+    for op in ("copy_u", "u_mul_e"):
+        e = torch.rand(ei.shape[1], generator=gen) if op == "u_mul_e" else None
+        xs = [x.clone().requires_grad_(), x.cuda().requires_grad_()]
+        outs = [ops.gspmm(gr, op, "mean", xi, None if e is None else e.to(xi.device))
+                for gr, xi in ((host, xs[0]), (g, xs[1]))]
+        torch.testing.assert_close(outs[1].cpu(), outs[0], rtol=1e-5, atol=1e-5)
+        outs[0].square().sum().backward()
+        outs[1].square().sum().backward()
+        torch.testing.assert_close(xs[1].grad.cpu(), xs[0].grad, rtol=1e-5, atol=1e-5)
+    assert torch.equal(g.cpu().edge_index, ei.long())  # the host copy of a GPU-built graph
+
+
+@pytest.mark.gpu
+def test_gpu_build_names_out_of_range_ids():
+    ei = torch.tensor([[0, 1, 5], [1, 2, 0]], device="cuda")
+    with pytest.raises(ValueError, match=r"edge_index\[0\]\[2\] = 5 is out of range: node ids "
+                                         r"must lie in \[0, 3\)"):
+        spgnn.Graph(ei, 3)
