@@ -147,6 +147,46 @@ TEST(GatAggregate, CpuAndUnfusedMatchReference) {
         }
 }
 
+// A transpose handed in (provide_attention_transpose, as the Python package does with the one it
+// builds on the GPU) is what the backward reads: the true one gives the same gradients as the
+// backward's own, one with the same shape but other edges gives other gradients, and one of
+// the wrong shape is refused; a cache that holds one already keeps it.
+TEST(GatAggregate, ProvidedTransposeIsTheOneTheBackwardReads) {
+  GatCase c = make_case(GraphKind::rmat, 200, 2, 5, 0.f, 4000);
+  Tensor attn, out;
+  gat_aggregate(c.g, c.feat, c.el, c.er, c.prm, out, attn, with("cpu"));
+  auto backward = [&](const Graph& g) {
+    Tensor gf, gel, ger;
+    gat_aggregate_backward(g, c.feat, c.el, c.er, attn, c.grad_out, c.prm, gf, gel, ger,
+                           with("cpu"));
+    return gf;
+  };
+  const Tensor want = backward(c.g);  // its own transpose, now cached with c.g's structure
+  Graph fresh = c.g;
+  fresh.cache = std::make_shared<GraphCache>();
+  Transposed t = transpose(fresh);
+  provide_attention_transpose(fresh, t.graph, t.perm);
+  EXPECT_EQ(rel_error(backward(fresh), want), 0.0);
+
+  Graph other = c.g;  // same shape, the transpose's edges in another order: other gradients
+  other.cache = std::make_shared<GraphCache>();
+  Tensor rev = Tensor::empty({c.g.nnz()}, DType::i64);
+  for (int64_t e = 0; e < c.g.nnz(); ++e)
+    rev.data<int64_t>()[e] = t.perm.data<int64_t>()[c.g.nnz() - 1 - e];
+  provide_attention_transpose(other, t.graph, rev);
+  EXPECT_GT(rel_error(backward(other), want), 1e-3);
+  provide_attention_transpose(other, t.graph, t.perm);  // the cache keeps the first
+  EXPECT_GT(rel_error(backward(other), want), 1e-3);
+
+  Graph bad = c.g;
+  bad.cache = std::make_shared<GraphCache>();
+  EXPECT_THROW(provide_attention_transpose(bad, t.graph, Tensor::empty({3}, DType::i64)),
+               InvalidArgument);
+  EXPECT_THROW(provide_attention_transpose(bad, c.g.n_rows == c.g.n_cols ? transpose(
+                   random_graph(GraphKind::uniform, 7, 1, false)).graph : c.g, t.perm),
+               InvalidArgument);
+}
+
 // L = sum(out * grad_out); its gradient w.r.t. feat, el and er by central differences of the
 // oracle's forward, against the oracle's backward (with and without dropout: the mask is a
 // function of (seed, edge, head) and does not move with the inputs).

@@ -81,6 +81,12 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
                             const Tensor& er, const Tensor& attn, const Tensor& grad_out,
                             const GatParams& params, Tensor& grad_feat, Tensor& grad_el,
                             Tensor& grad_er, const OpOptions& options = {});
+// Hands gat_aggregate_backward the transpose of g's structure that it otherwise builds through
+// the host on first use and caches with g: `transposed` (values ignored) with perm (int64 [nnz]:
+// its edge e is g's edge perm[e]), both on g's device in g's index dtype. For callers that built
+// it on the GPU already (the Python package does, for graphs of a CUDA edge_index); a no-op when
+// the cache holds one. The arrays must be the true transpose: only shapes and devices are checked.
+void provide_attention_transpose(const Graph& g, const Graph& transposed, const Tensor& perm);
 
 // ---- MaxK (MaxK-GNN) -------------------------------------------------------------------------------
 // CBSR: the k largest values of each row of an n x F matrix, compactly.

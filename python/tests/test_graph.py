@@ -311,6 +311,21 @@ def test_graphs_of_cuda_edge_index_are_built_on_the_gpu(gen, kind):
         outs[0].square().sum().backward()
         outs[1].square().sum().backward()
         torch.testing.assert_close(xs[1].grad.cpu(), xs[0].grad, rtol=1e-5, atol=1e-5)
+    # the fused GAT over both graphs, forward and backward (the GPU-built graph hands the
+    # backward its GPU-built transpose), against the host graph on the GPU
+    H, Fh = 2, 5
+    gh = host.to("cuda")
+    leaves = [t.cuda() for t in (torch.randn(n_src, H * Fh, generator=gen),
+                                 torch.randn(n_src, H, generator=gen),
+                                 torch.randn(n_dst, H, generator=gen))]
+    res = []
+    for gr in (gh, g):
+        ins = [t.clone().requires_grad_() for t in leaves]
+        out, attn = ops.gat_aggregate(gr, *ins)
+        (out.square().sum() + attn.square().sum()).backward()
+        res.append([out, attn] + [t.grad for t in ins])
+    for a, b in zip(res[1], res[0]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     assert torch.equal(g.cpu().edge_index, ei.long())  # the host copy of a GPU-built graph
 
 

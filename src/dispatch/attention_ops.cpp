@@ -155,11 +155,15 @@ struct CachedTranspose {
   Tensor perm;
 };
 
+// Keyed by index dtype and device too: a copy of a Graph whose arrays were converted to another
+// index width (or moved by hand) still shares the cache of the original.
+std::string transpose_key(const Graph& g) {
+  return std::string("attention.transpose.") + dtype_name(g.index_dtype()) + "." +
+         g.device().str();
+}
+
 std::shared_ptr<CachedTranspose> cached_transpose(const Graph& g) {
-  // Keyed by index dtype and device too: a copy of a Graph whose arrays were converted to another
-  // index width (or moved by hand) still shares the cache of the original.
-  const std::string key = std::string("attention.transpose.") + dtype_name(g.index_dtype()) + "." +
-                          g.device().str();
+  const std::string key = transpose_key(g);
   std::lock_guard<std::mutex> lock(g.cache->mutex);
   std::shared_ptr<void>& item = g.cache->items[key];
   if (item) {
@@ -314,6 +318,27 @@ int64_t softmax_heads(const Graph& g, const Tensor& t, const char* arg, const ch
 }
 
 }  // namespace
+
+void provide_attention_transpose(const Graph& g, const Graph& transposed, const Tensor& perm) {
+  const int64_t nnz = g.nnz();
+  SPGNN_CHECK(transposed.n_rows == g.n_cols && transposed.n_cols == g.n_rows &&
+                  transposed.nnz() == nnz && transposed.rowptr.defined() &&
+                  transposed.index_dtype() == g.index_dtype() &&
+                  (nnz == 0 || transposed.device() == g.device()) && perm.defined() &&
+                  perm.dtype() == DType::i64 && perm.ndim() == 1 && perm.numel() == nnz &&
+                  perm.device() == g.device(),
+              InvalidArgument, "provide_attention_transpose: expected the ", g.n_cols, " x ",
+              g.n_rows, " transpose with ", nnz, " edges in ", dtype_name(g.index_dtype()),
+              " and an int64 [", nnz, "] perm on ", g.device().str());
+  std::lock_guard<std::mutex> lock(g.cache->mutex);
+  std::shared_ptr<void>& item = g.cache->items[transpose_key(g)];
+  if (item) return;
+  auto c = std::make_shared<CachedTranspose>();
+  c->graph = transposed;
+  c->graph.val = Tensor();
+  c->perm = perm;
+  item = c;
+}
 
 void edge_softmax(const Graph& g, const Tensor& scores, Tensor& out, const OpOptions& options) {
   constexpr const char* kOp = "edge_softmax";
