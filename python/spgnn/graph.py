@@ -68,7 +68,7 @@ class Graph:
                          device=edge_index.device, rows=edge_index.shape[1],
                          rows_name="the number of edges E")
         built = None
-        if edge_index.is_cuda:  # sorted on the GPU (see _device_graph), else on the host
+        if edge_index.is_cuda and C.with_cuda:  # sorted on the GPU (_device_graph), else the host
             built = _device_graph.build(edge_index[1], edge_index[0], edge_weight, n_dst, n_src,
                                         "edge_index[1]", "edge_index[0]")
         try:

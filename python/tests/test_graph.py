@@ -278,8 +278,8 @@ def test_graphs_of_cuda_edge_index_are_built_on_the_gpu(gen, kind):
     g = spgnn.Graph(ei.cuda(), edge_weight=None if weights is None else weights.cuda(),
                     size=(n_src, n_dst))
     assert g._info["device_built"] and not host._info["device_built"]
-    _assert_same_arrays(_host_arrays(_ops._addr(g.handle())), _host_arrays(_ops._addr(host.handle())),
-                        f"{kind} base")
+    _assert_same_arrays(_host_arrays(_ops._addr(g.handle())),
+                        _host_arrays(_ops._addr(host.handle())), f"{kind} base")
     assert torch.equal(g.edge_index.cpu(), host.edge_index)
     assert torch.equal(g.edge_index.cpu(), ei.long())
     if weights is not None:
