@@ -246,6 +246,24 @@ def test_torch_build_equals_host_build(gen, kind):
         _assert_same_arrays(mine, _host_arrays(_ops._addr(hv)), f"{kind} {variant}")
 
 
+@pytest.mark.parametrize("kind", ["skewed", "empty_rows", "no_edges", "weighted"])
+def test_torch_graph_tensors_equal_the_cores(gen, kind):
+    """graph_tensor's torch path (what GPU-built graphs answer with) against the core's, on
+    the CPU: every name, on a graph and its variants."""
+    ei, n = make_edge_index("uniform" if kind == "weighted" else kind, gen)
+    w = torch.rand(ei.shape[1], generator=gen) if kind == "weighted" else None
+    g = spgnn.Graph(ei, n, edge_weight=w)
+    like = torch.empty(0)
+    for variant in ("base",) + _device_graph.KINDS:
+        h = g.handle() if variant == "base" else _ops.graph_variant(g.handle(), variant)
+        for name in ("row", "col", "edge_source", "values", "inv_degree"):
+            want = _ops.graph_tensor(h, name, like, n)
+            got = _device_graph.tensor(_ops._addr(h), name)
+            assert got.dtype == want.dtype and torch.equal(got, want), (variant, name)
+    with pytest.raises(ValueError, match="unknown name 'nope'"):
+        _device_graph.tensor(_ops._addr(g.handle()), "nope")
+
+
 def test_torch_build_names_out_of_range_ids_as_the_host_build_does(gen):
     ei = torch.randint(0, 10, (2, 50), generator=gen)
     ei[0, 17] = 10
