@@ -15,16 +15,26 @@ ahead of the timing, and each step gets a fresh copy of its batch's edge_index (
 as a loader yields), so no library reuses a graph it has already seen.
 
 Models (hidden sizes as PyG's examples): sage 2x256, gcn 2x256 (cached=False: the graph
-changes), gat 2x64 with 4 heads, gin 3x256; 602 features, 41 classes, dropout 0.5. Every number
+changes), gat 2x64 with 4 heads, gin 3x256 (speed_vs_pyg.py's networks: ReLU, ELU for GAT);
+602 features, 41 classes, dropout 0.5. Every number
 is the median ms of a training step (forward, loss, backward, Adam) after warm-up, the GPU idle
 before and after each step.
 """
 import argparse
+import importlib.util
+import os
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
+
+# The networks are python/examples/speed_vs_pyg.py's (ReLU, ELU for GAT), at these sizes.
+HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location(
+    "speed_vs_pyg", os.path.join(HERE, "..", "python", "examples", "speed_vs_pyg.py"))
+speed = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(speed)
 
 MODELS = {"sage": (2, 256, 1), "gcn": (2, 256, 1), "gat": (2, 64, 4), "gin": (3, 256, 1)}
 
@@ -86,41 +96,10 @@ class Sampler:
         return n_id, edge_index
 
 
-def make_model(lib, name, fin, classes):
-    layers, hidden, heads = MODELS[name]
-
-    def conv(i, o, last):
-        if name == "gcn":
-            return lib.GCNConv(i, o)
-        if name == "gin":
-            return lib.GINConv(torch.nn.Sequential(torch.nn.Linear(i, o), torch.nn.ReLU(),
-                                                   torch.nn.Linear(o, o)))
-        if name == "gat":
-            return lib.GATConv(i, o, heads=1 if last else heads, dropout=0.5)
-        return lib.SAGEConv(i, o)
-
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            dims = [fin] + [hidden * heads] * (layers - 1)
-            self.convs = torch.nn.ModuleList(
-                conv(dims[i], classes if i + 1 == layers else hidden, i + 1 == layers)
-                for i in range(layers))
-
-        def forward(self, x, edge_index):
-            x = F.dropout(x, 0.5, self.training)
-            for i, c in enumerate(self.convs):
-                x = c(x, edge_index)
-                if i + 1 < len(self.convs):
-                    x = F.dropout(F.relu(x), 0.5, self.training)
-            return x
-
-    return Net()
-
-
 def run(lib, name, batches, x_all, y_all, a, device):
     torch.manual_seed(0)
-    model = make_model(lib, name, x_all.shape[1], a.classes).to(device)
+    model = speed.make_model(lib, name, x_all.shape[1], a.classes, sizes=MODELS[name],
+                             cached=False).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     times = []

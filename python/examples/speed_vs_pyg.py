@@ -25,12 +25,15 @@ import spgnn
 MODELS = {"gcn": (2, 16, 1), "gin": (5, 64, 1), "sage": (4, 256, 1), "gat": (5, 16, 1)}
 
 
-def make_model(lib, name, fin, classes, pyg_sparse=False):
-    layers, hidden, heads = MODELS[name]
+def make_model(lib, name, fin, classes, pyg_sparse=False, sizes=None, cached=True):
+    """`name`'s network from `lib` (spgnn.nn or torch_geometric.nn): MODELS' sizes, or `sizes`
+    = (layers, hidden, heads); GCNConv caches its normalised graph unless cached=False (a graph
+    that changes every step)."""
+    layers, hidden, heads = sizes or MODELS[name]
 
     def conv(i, o, last):
         if name == "gcn":
-            return lib.GCNConv(i, o, cached=True)
+            return lib.GCNConv(i, o, cached=cached)
         if name == "gin":
             mlp = torch.nn.Sequential(torch.nn.Linear(i, o), torch.nn.ReLU(), torch.nn.Linear(o, o))
             return lib.GINConv(mlp)
