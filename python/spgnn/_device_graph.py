@@ -88,12 +88,6 @@ def _build(rows, cols, vals, n_rows, n_cols, rows_name, cols_name, register):
     return register(row, col, _rowptr(row, n_rows), val, perm, n_rows, n_cols, "base", idx)
 
 
-def _arrays(addr: int):
-    """(row, col as int64, rowptr, values or None) of the graph behind a handle address."""
-    row, col, rowptr, val, _ = C.graph_arrays(addr)
-    return row.long(), col.long(), rowptr, val
-
-
 # Variants built here (any other kind goes to the host derivation).
 KINDS = ("gcn", "gcn_improved", "gcn_noloops", "mean", "loops", "pattern", "transpose")
 
@@ -102,24 +96,26 @@ def derive(addr: int, kind: str, info: dict, register=_register):
     """(handle array, nnz) of a variant of the GPU-built graph at `addr`, attached to it; None
     for the pattern of a graph without values (the graph itself)."""
     n_rows, n_cols = info["n_rows"], info["n_cols"]
-    row, col, rowptr, val = _arrays(addr)
-    E = row.numel()
-    dev = row.device
+    # The parent's arrays as they are (views): variants that keep its structure share them.
+    row_in, col_in, rowptr, val, _ = C.graph_arrays(addr)
+    E = row_in.numel()
+    dev = row_in.device
     idx = rowptr.dtype
     if kind == "pattern":
         if val is None:
             return None  # already a pattern: the graph itself
-        return register(row, col, rowptr, None, None, n_rows, n_cols, kind, idx, addr)
+        return register(row_in, col_in, rowptr, None, None, n_rows, n_cols, kind, idx, addr)
     if kind == "mean":
         deg = (rowptr[1:] - rowptr[:-1]).to(torch.float32)
-        return register(row, col, rowptr, (1.0 / deg).index_select(0, row), None, n_rows,
-                         n_cols, kind, idx, addr)
+        return register(row_in, col_in, rowptr, (1.0 / deg).index_select(0, row_in), None,
+                        n_rows, n_cols, kind, idx, addr)
+    row, col = row_in.long(), col_in.long()
     if kind == "transpose":
         perm = torch.sort(col, stable=True)[1]
         row_t = col.index_select(0, perm)
         val_t = None if val is None else val.index_select(0, perm)
         return register(row_t, row.index_select(0, perm), _rowptr(row_t, n_cols), val_t, perm,
-                         n_cols, n_rows, kind, idx, addr)
+                        n_cols, n_rows, kind, idx, addr)
     gcn = kind.startswith("gcn")
     if gcn and n_rows != n_cols:
         raise ValueError(f"GCN normalisation needs a square graph, got {n_rows} x {n_cols}")
@@ -159,14 +155,16 @@ def derive(addr: int, kind: str, info: dict, register=_register):
         idx = _index_dtype(n_rows, E + n_rows) if gcn else _index_dtype(max(n_rows, n_cols), nnz)
     if not gcn:
         return register(row, col, _rowptr(row, n_rows), None, source, n_rows, n_cols, kind, idx,
-                         addr)
+                        addr)
     # D^-1/2 (A + I) D^-1/2 in float64, as the host build: deg = the target's incoming weights.
     wd = w.double()
     deg = torch.zeros(n_rows, dtype=torch.float64, device=dev).index_add_(0, row, wd)
     dinv = torch.where(deg > 0, 1.0 / deg.sqrt(), torch.zeros_like(deg))
     norm = (dinv.index_select(0, row) * wd * dinv.index_select(0, col)).float()
+    if source is None:  # gcn_noloops: the parent's structure, new weights
+        return register(row_in, col_in, rowptr, norm, None, n_rows, n_cols, kind, idx, addr)
     return register(row, col, _rowptr(row, n_rows), norm, source, n_rows, n_cols, kind, idx,
-                     addr)
+                    addr)
 
 
 def tensor(addr: int, name: str) -> Tensor:

@@ -166,7 +166,7 @@ def _derive(h: Tensor, kind: str) -> Tensor:
     try:
         return wrap_handle(C.derive(addr, kind))
     except MemoryError as e:  # std::bad_alloc names nothing
-        info = C.graph_info(_addr(h))
+        info = C.graph_info(addr)
         raise MemoryError(f"cannot build the {kind} variant of a graph of {info['n_rows']} "
                           f"target and {info['n_cols']} source nodes ({info['nnz']} edges): "
                           f"it does not fit in memory ({e})") from e

@@ -236,11 +236,14 @@ NB_MODULE(_C, m) {
                                e->device_built);
       },
       "handle"_a, "name"_a);
-  // The variant `kind` of a graph when it has been built, else None (derive builds it).
+  // The variant `kind` of a graph when it has been built, else None (derive builds it). The
+  // pattern of a graph without values is the graph (SAGE and GIN ask for it every call).
   m.def(
       "cached_variant",
       [](uintptr_t h, const std::string& kind) -> nb::object {
         auto e = lookup(h);
+        if (kind == "pattern" && !e->g.has_values())
+          return nb::make_tuple(handle_of(e), e->g.nnz());
         std::lock_guard<std::mutex> lock(e->mutex);
         auto it = e->derived.find(kind);
         if (it == e->derived.end() || !it->second) return nb::none();
