@@ -216,13 +216,8 @@ std::shared_ptr<GraphEntry> build_entry(const Tensor& rows_in, const Tensor& col
   SPGNN_CHECK(!values_in.defined() || values_in.device() == device, InvalidArgument,
               "edge values are on ", values_in.defined() ? values_in.device().str() : "",
               " but the edges are on ", device.str());
-  auto to_host = [&](const Tensor& t) {
-    if (!t.defined() || !t.device().is_cuda()) return t;
-    Tensor h = Tensor::empty(t.shape(), t.dtype());
-    h.copy_from(t, stream);  // device -> pageable host: returns once the copy is done
-    return h;
-  };
-  const Tensor rows = to_host(rows_in), cols = to_host(cols_in), values = to_host(values_in);
+  const Tensor rows = host_copy(rows_in, stream), cols = host_copy(cols_in, stream),
+               values = host_copy(values_in, stream);
   const int64_t m = rows.numel();
   if (rows.dtype() == DType::i64) {
     check_range(rows.data<int64_t>(), m, n_rows, rows_name);
