@@ -206,24 +206,23 @@ def _assert_same_arrays(got, want, what):
     assert torch.equal(src_g, src_w), (what, "edge source")
 
 
-def _bipartite(gen):
-    ei = torch.stack([torch.randint(0, 40, (150,), generator=gen),
-                      torch.randint(0, 25, (150,), generator=gen)])
-    return ei, (40, 25)
+BUILD_CASES = GRAPH_KINDS + ["bipartite", "int32", "weighted"]
 
 
-@pytest.mark.parametrize("kind", GRAPH_KINDS + ["bipartite", "int32", "weighted"])
-def test_torch_build_equals_host_build(gen, kind):
-    weights = None
+def _build_case(kind, gen):
+    """(edge_index, weights or None, n_src, n_dst) of a BUILD_CASES kind."""
     if kind == "bipartite":
-        ei, (n_src, n_dst) = _bipartite(gen)
-    else:
-        ei, n = make_edge_index("uniform" if kind in ("int32", "weighted") else kind, gen)
-        n_src = n_dst = n
-        if kind == "int32":
-            ei = ei.int()
-        if kind == "weighted":
-            weights = torch.rand(ei.shape[1], generator=gen) + 0.1
+        ei = torch.stack([torch.randint(0, 40, (150,), generator=gen),
+                          torch.randint(0, 25, (150,), generator=gen)])
+        return ei, None, 40, 25
+    ei, n = make_edge_index("uniform" if kind in ("int32", "weighted") else kind, gen)
+    weights = torch.rand(ei.shape[1], generator=gen) + 0.1 if kind == "weighted" else None
+    return (ei.int() if kind == "int32" else ei), weights, n, n
+
+
+@pytest.mark.parametrize("kind", BUILD_CASES)
+def test_torch_build_equals_host_build(gen, kind):
+    ei, weights, n_src, n_dst = _build_case(kind, gen)
     host = spgnn.Graph(ei, edge_weight=weights, size=(n_src, n_dst))
     addr = host.handle().untyped_storage().data_ptr()
     got = _device_graph.build(ei[1], ei[0], weights, n_dst, n_src, "edge_index[1]",
@@ -278,20 +277,11 @@ def test_torch_build_names_out_of_range_ids_as_the_host_build_does(gen):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", GRAPH_KINDS + ["bipartite", "int32", "weighted"])
+@pytest.mark.parametrize("kind", BUILD_CASES)
 def test_graphs_of_cuda_edge_index_are_built_on_the_gpu(gen, kind):
     """A CUDA edge_index's graph (and every variant) is built on the GPU, equal to the host
     build's; ops and layers over it equal the host graph's, edge tensors in the caller's order."""
-    weights = None
-    if kind == "bipartite":
-        ei, (n_src, n_dst) = _bipartite(gen)
-    else:
-        ei, n = make_edge_index("uniform" if kind in ("int32", "weighted") else kind, gen)
-        n_src = n_dst = n
-        if kind == "int32":
-            ei = ei.int()
-        if kind == "weighted":
-            weights = torch.rand(ei.shape[1], generator=gen) + 0.1
+    ei, weights, n_src, n_dst = _build_case(kind, gen)
     host = spgnn.Graph(ei, edge_weight=weights, size=(n_src, n_dst))
     g = spgnn.Graph(ei.cuda(), edge_weight=None if weights is None else weights.cuda(),
                     size=(n_src, n_dst))

@@ -431,16 +431,20 @@ AUTOCAST_TOL = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
 AUTOCAST_COS = {torch.bfloat16: 0.95, torch.float16: 0.99}
 
 
+def _layer_6_to_8(name, kw, act):
+    """A 6 -> 8 feature layer of LAYERS (GINConv: an MLP with `act` between its Linears)."""
+    if name == "GINConv":
+        return snn.GINConv(torch.nn.Sequential(torch.nn.Linear(6, 8), act, torch.nn.Linear(8, 8)),
+                           **kw)
+    return getattr(snn, name)(6, 8, **kw)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("name,kw,_", LAYERS + [("GINConv", dict(train_eps=True), "")])
 def test_layers_under_autocast(gen, dtype, name, kw, _):
     ei, n = make_edge_index("skewed", gen)
     torch.manual_seed(0)
-    if name == "GINConv":
-        layer = snn.GINConv(torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(),
-                                                torch.nn.Linear(8, 8)), **kw)
-    else:
-        layer = getattr(snn, name)(6, 8, **kw)
+    layer = _layer_6_to_8(name, kw, torch.nn.ReLU())
     x = randn(gen, n, 6)
     up = randn(gen, n, layer(x, ei).shape[1])
     ref = layer(x, ei)
@@ -484,12 +488,7 @@ def test_layers_converted_to_half(gen, device, dtype, name, kw, _):
     ei, n = make_edge_index("skewed", gen)
     ei = ei.to(device)
     torch.manual_seed(0)
-    if name == "GINConv":
-        ref = snn.GINConv(torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(),
-                                              torch.nn.Linear(8, 8)), **kw)
-    else:
-        ref = getattr(snn, name)(6, 8, **kw)
-    ref = ref.to(device)
+    ref = _layer_6_to_8(name, kw, torch.nn.Tanh()).to(device)  # tanh: no kink in GIN's MLP
     half = copy.deepcopy(ref).to(dtype)
     x = randn(gen, n, 6, device=device)
     out_ref = ref(x, ei)

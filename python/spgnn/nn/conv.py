@@ -26,8 +26,8 @@ inputs' rows, ``edge_attr``/``edge_dim`` in GATConv, aggregations other than
 sum/add/mean/max/min, lazy ``in_channels=-1`` with SAGEConv's ``project``,
 torch_sparse.SparseTensor adjacencies (convert them with ``adj_t.to_torch_sparse_csr_tensor()``),
 float64 inputs on the GPU and float64 in GATConv. Inputs may be float32, float16 or bfloat16 (a
-model converted with ``.to(dtype)``, or torch.autocast), and float64 on the CPU. Lazy ``in_channels=-1`` (or ``(-1, -1)``)
-takes the width from the first input, as in PyG.
+model converted with ``.to(dtype)``, or torch.autocast), and float64 on the CPU. Lazy
+``in_channels=-1`` (or ``(-1, -1)``) takes the width from the first input, as in PyG.
 """
 from __future__ import annotations
 
