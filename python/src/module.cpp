@@ -236,6 +236,17 @@ NB_MODULE(_C, m) {
                                e->device_built);
       },
       "handle"_a, "name"_a);
+  // Gives a graph's GAT backward the transpose the caller built on the GPU (its "transpose"
+  // variant), so the backward does not build one through the host.
+  m.def(
+      "provide_attention_transpose",
+      [](uintptr_t h, uintptr_t ht) {
+        auto e = lookup(h), t = lookup(ht);
+        if (!t->edge_source.defined() || t->edge_source.device() != e->g.device()) return false;
+        provide_attention_transpose(e->g, t->g, t->edge_source);
+        return true;
+      },
+      "handle"_a, "transposed"_a);
   // The variant `kind` of a graph when it has been built, else None (derive builds it). The
   // pattern of a graph without values is the graph (SAGE and GIN ask for it every call).
   m.def(
