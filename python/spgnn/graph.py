@@ -293,12 +293,23 @@ def _cached_graph(key: tuple, source: Tensor, build) -> Graph:
     return g
 
 
-def _edge_index_graph(edge_index: Tensor, num_nodes: int, num_src: int = -1) -> Graph:
-    """edge_index's graph with num_nodes targets and num_src sources (-1: num_nodes), cached."""
+def _edge_index_key(edge_index: Tensor, num_nodes: int, num_src: int) -> tuple:
     n_dst = int(num_nodes)
     n_src = n_dst if num_src < 0 else int(num_src)
-    key = (edge_index.data_ptr(), tuple(edge_index.shape), tuple(edge_index.stride()),
-           edge_index.dtype, edge_index.device, edge_index._version, n_dst, n_src)
+    return (edge_index.data_ptr(), tuple(edge_index.shape), tuple(edge_index.stride()),
+            edge_index.dtype, edge_index.device, edge_index._version, n_dst, n_src)
+
+
+def is_new(edge_index: Tensor, num_nodes: int, num_src: int = -1) -> bool:
+    """Whether edge_index's graph (num_nodes targets, num_src sources) is not cached yet."""
+    with _cache_lock:
+        return _edge_index_key(edge_index, num_nodes, num_src) not in _cache
+
+
+def _edge_index_graph(edge_index: Tensor, num_nodes: int, num_src: int = -1) -> Graph:
+    """edge_index's graph with num_nodes targets and num_src sources (-1: num_nodes), cached."""
+    key = _edge_index_key(edge_index, num_nodes, num_src)
+    n_dst, n_src = key[-2], key[-1]
     return _cached_graph(key, edge_index,
                          lambda: Graph(edge_index, n_dst) if n_src == n_dst
                          else Graph(edge_index, size=(n_src, n_dst)))

@@ -42,7 +42,7 @@ from torch.nn import Parameter
 from .. import _ops
 from .._runtime import INT64_MAX, check_float, check_int, check_real, dtype_name
 from ..distributed import DistGraph
-from ..graph import Graph, as_graph, resolve
+from ..graph import Graph, as_graph, is_new, resolve
 
 __all__ = ["GCNConv", "SAGEConv", "GINConv", "GATConv"]
 
@@ -229,6 +229,22 @@ def _linear_aggregate(x: Tensor, weight: Tensor, bias: Optional[Tensor], agg,
     return out if bias is None else out + bias
 
 
+def _build_first(edge_index, n: int, n_src: int = -1, kind: Optional[str] = None) -> None:
+    """Builds a new CUDA edge_index's graph (and its variant ``kind``) before the layer queues
+    its transform. The build reads a few numbers back from the GPU (the id range; a self-loop
+    variant's edge count), which waits for everything queued before it: here that is the work
+    before the layer, and the GPU then runs the transform while the host goes on. A graph built
+    after the transform waited for the GEMM too, and a mini-batch loop (a new edge_index every
+    step) paid it every layer. A cached graph is still looked up after the transform is queued
+    (see _linear_aggregate); torch.compile orders the lookups itself."""
+    if (isinstance(edge_index, Tensor) and edge_index.is_cuda
+            and edge_index.layout == torch.strided and not torch.compiler.is_compiling()
+            and is_new(edge_index, n, n_src)):
+        h = resolve(edge_index, n, n_src)
+        if kind is not None:
+            _variant(edge_index, h, kind)
+
+
 def _sources(edge_index, t: Tensor) -> Tensor:
     """The rows an aggregation over ``edge_index`` reads as sources: ``t`` itself, or on a
     DistGraph ``t``'s owned rows followed by the halo rows fetched from their owners."""
@@ -318,6 +334,8 @@ class GCNConv(torch.nn.Module):
                                           "supported; the partition's edge weights are used")
             agg = self._weighted(x, resolve(edge_index, n), edge_weight, n)
         else:
+            _build_first(edge_index, n, kind=self._variant() if self.normalize else None)
+
             def agg(t):
                 if _overlapped(edge_index):
                     kind = (self._variant() if self.normalize else
@@ -448,6 +466,7 @@ class SAGEConv(torch.nn.Module):
         if self._reduce not in ("sum", "mean"):
             _dense("SAGEConv", x, "x_src" if bipartite else "x", f"aggr={self.aggr!r}")
         if self._reduce in ("sum", "mean"):
+            _build_first(edge_index, n, n_src)
             out = _linear_aggregate(x, self.lin_l.weight, self.lin_l.bias,
                                     lambda t: _aggregate(edge_index, self._reduce, t, n, n_src),
                                     root)
@@ -604,6 +623,9 @@ class GATConv(torch.nn.Module):
         layout = edge_index.layout if sparse_in else None
         edge_index = as_graph(edge_index)
         n, n_src, H, C = x_dst.shape[0], x.shape[0], self.heads, self.out_channels
+        if not (self.add_self_loops and n > n_src):  # that case is named below
+            _build_first(edge_index, n, n_src if bipartite else -1,
+                         "loops" if self.add_self_loops else None)
         if self.lin is not None:
             feat = self.lin(x)
             feat_dst = self.lin(x_dst) if bipartite else feat
