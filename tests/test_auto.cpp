@@ -5,6 +5,9 @@
 // registered with parameter spaces the front door enforces (builds with CUDA only).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,6 +79,66 @@ TEST(Auto, ResolutionIsStableAndStatisticsAreCachedOnce) {
       const Graph copy = g;
       EXPECT_EQ(resolve_spmm_schedule(copy, SpmmOp::u_mul_e, Reduce::sum, 64, Schedule{}).str(),
                 first.str());
+    }
+}
+
+// degree_summary is the graph's; one handed in (provide_degree_summary, as the Python package
+// does with what its GPU build computes) is what `auto` reads from then on, unless the graph
+// has one already; values no graph of its sizes can have are refused.
+TEST(Auto, ProvidedDegreeSummaryIsTheOneAutoReads) {
+  for (GraphKind k : all_graph_kinds())
+    for (DType idx : index_types()) {
+      const Graph g = host_graph(k, idx);
+      SCOPED_TRACE(std::string(kind_name(k)) + " " + dtype_name(idx));
+      const std::vector<int64_t> rp = g.rowptr.astype(DType::i64).to_vector<int64_t>();
+      DegreeSummary want;
+      for (int64_t r = 0; r < g.n_rows; ++r) {
+        const int64_t d = rp[size_t(r) + 1] - rp[size_t(r)];
+        want.max_degree = std::max(want.max_degree, d);
+        want.empty_rows += d == 0;
+        want.sum_sq += double(d) * double(d);
+      }
+      const DegreeSummary got = degree_summary(g);
+      EXPECT_EQ(got.max_degree, want.max_degree);
+      EXPECT_EQ(got.empty_rows, want.empty_rows);
+      EXPECT_EQ(got.sum_sq, want.sum_sq);
+
+      const int64_t n = g.n_rows, nnz = g.nnz();
+      auto fresh = [&] {
+        Graph c = g;
+        c.cache = std::make_shared<GraphCache>();
+        return c;
+      };
+      if (nnz > 0 && n >= 2) {  // every edge in one row: possible, and not this graph's
+        const DegreeSummary one_row{nnz, n - 1, double(nnz) * double(nnz)};
+        const Graph h = fresh();
+        provide_degree_summary(h, one_row);
+        provide_degree_summary(h, want);  // the first one stays
+        EXPECT_EQ(degree_summary(h).max_degree, nnz);
+        EXPECT_EQ(degree_summary(h).empty_rows, n - 1);
+        EXPECT_EQ(degree_summary(h).sum_sq, double(nnz) * double(nnz));
+      }
+      const Graph h = fresh();
+      for (const DegreeSummary& bad :
+           {DegreeSummary{nnz + 1, 0, 0}, DegreeSummary{-1, 0, 0},
+            DegreeSummary{want.max_degree, n + 1, want.sum_sq},
+            DegreeSummary{want.max_degree, want.empty_rows, -1.0},
+            DegreeSummary{want.max_degree, want.empty_rows, std::nan("")},
+            DegreeSummary{want.max_degree, want.empty_rows,
+                          double(want.max_degree) * double(nnz) + 1e6}})
+        EXPECT_THROW(provide_degree_summary(h, bad), InvalidArgument);
+      if (nnz > 0) {
+        EXPECT_THROW(provide_degree_summary(h, DegreeSummary{0, 0, 0}), InvalidArgument);
+        EXPECT_THROW(provide_degree_summary(h, DegreeSummary{want.max_degree, n, want.sum_sq}),
+                     InvalidArgument);
+        // fewer squares than equal rows give
+        EXPECT_THROW(provide_degree_summary(
+                         h, DegreeSummary{want.max_degree, want.empty_rows,
+                                          0.5 * double(nnz) * double(nnz) / double(n)}),
+                     InvalidArgument);
+      }
+      provide_degree_summary(h, want);
+      EXPECT_EQ(degree_summary(h).max_degree, want.max_degree);
     }
 }
 

@@ -58,4 +58,19 @@ void check_schedule(OpKind op, const Schedule& s);
 // bf16|f16` also reads the graph's degrees.
 bool half_spmm_width_pays(int64_t F);
 
+// The row-degree statistics `auto` picks GPU kernels by. They are computed from g's offsets on
+// first use (for a graph on a GPU that copies the offsets to the host: a wait for the GPU) and
+// cached with g.
+struct DegreeSummary {
+  int64_t max_degree = 0, empty_rows = 0;
+  double sum_sq = 0;  // the sum of the squared row degrees
+};
+struct Graph;
+DegreeSummary degree_summary(const Graph& g);
+// Hands in g's statistics, computed where g lives: the Python package's GPU build reads them
+// back with the few numbers it reads anyway, so a new graph costs `auto` no wait of its own
+// (a mini-batch loop builds one every step). They steer kernel choices only, never results;
+// values no graph of g's sizes can have are refused. A no-op when g has them already.
+void provide_degree_summary(const Graph& g, const DegreeSummary& s);
+
 }  // namespace spgnn

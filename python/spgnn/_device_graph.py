@@ -8,12 +8,15 @@ PyG's there (H200, bench/minibatch_vs_pyg.py). Here the same canonical arrays --
 built with torch's GPU sort on the caller's stream and handed to the core as views, and so are
 the variants layers derive (GCN normalisation, mean weights, self loops, transposes). The only
 host waits: one small read per build (id range, sortedness) and one per self-loop variant (how
-many loops the graph had). Everything must equal the host build's arrays (python/tests/
-test_graph.py holds the two side by side).
+many loops the graph had). The same reads carry the degree statistics `auto` picks kernels by,
+for the graph and for its transpose (spgnn::provide_degree_summary), which the core would
+otherwise read back itself, one more wait per graph. Everything must equal the host build's
+arrays (python/tests/test_graph.py holds the two side by side).
 """
 from __future__ import annotations
 
-from typing import Optional
+import struct
+from typing import List, Optional
 
 import torch
 from torch import Tensor
@@ -34,12 +37,32 @@ def _rowptr(row: Tensor, n_rows: int) -> Tensor:
     return torch.searchsorted(row, torch.arange(n_rows + 1, device=row.device, dtype=row.dtype))
 
 
-def _register(row, col, rowptr, val, source, n_rows, n_cols, kind, idx, parent=0):
+def _register(row, col, rowptr, val, source, n_rows, n_cols, kind, idx, parent=0,
+              summaries=(None, None)):
     return C.graph_from_arrays(row.to(idx).contiguous(), col.to(idx).contiguous(),
                                rowptr.to(idx).contiguous(),
                                None if val is None else val.contiguous(),
                                None if source is None else source.contiguous(), n_rows, n_cols,
-                               kind, parent, stream_of(row))
+                               kind, parent, stream_of(row), summaries[0], summaries[1])
+
+
+def _counts(ids: Tensor, n: int) -> Tensor:
+    """How often each of 0..n-1 occurs in ids, clamped into range first: this runs before the
+    read that names out-of-range ids, and must not index out of bounds meanwhile."""
+    return torch.zeros(n, dtype=torch.int64, device=ids.device).index_add_(
+        0, ids.clamp(0, n - 1), torch.ones_like(ids))
+
+
+def _summary(deg: Tensor) -> List[Tensor]:
+    """Max degree, empty rows and the sum of squared degrees of `deg` (int64), the last as the
+    bits of a float64, so that one int64 read carries all three (see _unpack)."""
+    if deg.numel() == 0:
+        return [torch.zeros((), dtype=torch.int64, device=deg.device)] * 3
+    return [deg.max(), (deg == 0).sum(), deg.double().square().sum().view(torch.int64)]
+
+
+def _unpack(vals) -> tuple:
+    return vals[0], vals[1], struct.unpack("<d", struct.pack("<q", vals[2]))[0]
 
 
 def _first_bad(ids: Tensor, limit: int) -> int:
@@ -63,11 +86,15 @@ def _build(rows, cols, vals, n_rows, n_cols, rows_name, cols_name, register):
     E = rows.numel()
     rows, cols = rows.long(), cols.long()
     perm = None
+    # The row and column degree statistics: the graph's, and its transpose's rows.
+    summaries = ((0, n_rows, 0.0), (0, n_cols, 0.0))
     if E:
         key = rows * n_cols + cols
-        rmin, rmax, cmin, cmax, unsorted = torch.stack(
-            [rows.min(), rows.max(), cols.min(), cols.max(),
-             (key[1:] < key[:-1]).any().long()]).tolist()  # the one wait
+        parts = [rows.min(), rows.max(), cols.min(), cols.max(), (key[1:] < key[:-1]).any().long()]
+        if n_rows and n_cols:  # else every id is out of range, named below
+            parts += _summary(_counts(rows, n_rows)) + _summary(_counts(cols, n_cols))
+        got = torch.stack(parts).tolist()  # the one wait
+        rmin, rmax, cmin, cmax, unsorted = got[:5]
         # As the host build words it (graph.cpp's check_range): targets first.
         for ids, lo, hi, limit, name in ((rows, rmin, rmax, n_rows, rows_name),
                                          (cols, cmin, cmax, n_cols, cols_name)):
@@ -75,6 +102,7 @@ def _build(rows, cols, vals, n_rows, n_cols, rows_name, cols_name, register):
                 k = _first_bad(ids, limit)
                 raise ValueError(f"{name}[{k}] = {int(ids[k])} is out of range: node ids must "
                                  f"lie in [0, {limit})")
+        summaries = (_unpack(got[5:8]), _unpack(got[8:11]))
         if unsorted:
             key, perm = torch.sort(key, stable=True)
         row = key // n_cols
@@ -85,7 +113,8 @@ def _build(rows, cols, vals, n_rows, n_cols, rows_name, cols_name, register):
     if vals is not None:
         val = vals.detach().index_select(0, perm) if perm is not None else vals.detach().clone()
     idx = _index_dtype(max(n_rows, n_cols), E)
-    return register(row, col, _rowptr(row, n_rows), val, perm, n_rows, n_cols, "base", idx)
+    return register(row, col, _rowptr(row, n_rows), val, perm, n_rows, n_cols, "base", idx,
+                    summaries=summaries)
 
 
 # Variants built here (any other kind goes to the host derivation).
@@ -98,24 +127,26 @@ def derive(addr: int, kind: str, info: dict, register=_register):
     n_rows, n_cols = info["n_rows"], info["n_cols"]
     # The parent's arrays as they are (views): variants that keep its structure share them.
     row_in, col_in, rowptr, val, _ = C.graph_arrays(addr)
+    same = C.degree_summaries(addr)  # (rows, columns): a variant of the same structure's
     E = row_in.numel()
     dev = row_in.device
     idx = rowptr.dtype
     if kind == "pattern":
         if val is None:
             return None  # already a pattern: the graph itself
-        return register(row_in, col_in, rowptr, None, None, n_rows, n_cols, kind, idx, addr)
+        return register(row_in, col_in, rowptr, None, None, n_rows, n_cols, kind, idx, addr,
+                        same)
     if kind == "mean":
         deg = (rowptr[1:] - rowptr[:-1]).to(torch.float32)
         return register(row_in, col_in, rowptr, (1.0 / deg).index_select(0, row_in), None,
-                        n_rows, n_cols, kind, idx, addr)
+                        n_rows, n_cols, kind, idx, addr, same)
     row, col = row_in.long(), col_in.long()
     if kind == "transpose":
         perm = torch.sort(col, stable=True)[1]
         row_t = col.index_select(0, perm)
         val_t = None if val is None else val.index_select(0, perm)
         return register(row_t, row.index_select(0, perm), _rowptr(row_t, n_cols), val_t, perm,
-                        n_cols, n_rows, kind, idx, addr)
+                        n_cols, n_rows, kind, idx, addr, same[::-1])
     gcn = kind.startswith("gcn")
     if gcn and n_rows != n_cols:
         raise ValueError(f"GCN normalisation needs a square graph, got {n_rows} x {n_cols}")
@@ -139,7 +170,14 @@ def derive(addr: int, kind: str, info: dict, register=_register):
             pick = torch.full((n_rows,), E, dtype=torch.int64, device=dev).scatter_reduce_(
                 0, row, torch.where(is_loop, pos, E), "amin")
             pick = torch.where(pick < E, pick, -1)
-        loops = int(is_loop.sum())  # the variant's edge count: the one wait
+        # The variant's degrees: the graph's without its loops, plus target i's loop in row i
+        # and column i.
+        kept = (~is_loop).long()
+        rdeg = torch.zeros(n_rows, dtype=torch.int64, device=dev).index_add_(0, row, kept) + 1
+        cdeg = torch.zeros(n_cols, dtype=torch.int64, device=dev).index_add_(0, col, kept)
+        cdeg[:n_rows] += 1
+        got = torch.stack([is_loop.sum()] + _summary(rdeg) + _summary(cdeg)).tolist()  # the wait
+        loops, summaries = got[0], (_unpack(got[1:4]), _unpack(got[4:7]))
         nnz = E - loops + n_rows
         targets = torch.arange(n_rows, device=dev)
         key = torch.cat([torch.where(is_loop, _DROP, row * n_cols + col), targets * (n_cols + 1)])
@@ -155,16 +193,17 @@ def derive(addr: int, kind: str, info: dict, register=_register):
         idx = _index_dtype(n_rows, E + n_rows) if gcn else _index_dtype(max(n_rows, n_cols), nnz)
     if not gcn:
         return register(row, col, _rowptr(row, n_rows), None, source, n_rows, n_cols, kind, idx,
-                        addr)
+                        addr, summaries)
     # D^-1/2 (A + I) D^-1/2 in float64, as the host build: deg = the target's incoming weights.
     wd = w.double()
     deg = torch.zeros(n_rows, dtype=torch.float64, device=dev).index_add_(0, row, wd)
     dinv = torch.where(deg > 0, 1.0 / deg.sqrt(), torch.zeros_like(deg))
     norm = (dinv.index_select(0, row) * wd * dinv.index_select(0, col)).float()
     if source is None:  # gcn_noloops: the parent's structure, new weights
-        return register(row_in, col_in, rowptr, norm, None, n_rows, n_cols, kind, idx, addr)
+        return register(row_in, col_in, rowptr, norm, None, n_rows, n_cols, kind, idx, addr,
+                        same)
     return register(row, col, _rowptr(row, n_rows), norm, source, n_rows, n_cols, kind, idx,
-                    addr)
+                    addr, summaries)
 
 
 def tensor(addr: int, name: str) -> Tensor:

@@ -10,10 +10,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "arrays.hpp"
 #include "spgnn/graph.hpp"
+#include "spgnn/schedule.hpp"
 
 namespace spgnn::py {
 
@@ -39,6 +41,9 @@ struct GraphEntry {
   }
   void* stream = nullptr;       // the stream a GPU-built graph's arrays were written on
   bool device_built = false;    // built by entry_from_arrays (its arrays are the caller's)
+  // The degree statistics of g's rows and of its columns (the transpose's rows) when the
+  // builder handed them in (under `mutex`): its variants of the same structure reuse them.
+  std::optional<DegreeSummary> row_summary, col_summary;
 
  private:
   mutable Graph host_;

@@ -28,6 +28,7 @@ namespace spgnn::py {
 namespace {
 
 using OptArray = std::optional<Array>;
+using OptSummary = std::optional<std::tuple<int64_t, int64_t, double>>;
 
 void* as_stream(uintptr_t s) { return reinterpret_cast<void*>(s); }
 
@@ -164,7 +165,7 @@ NB_MODULE(_C, m) {
       "graph_from_arrays",
       [](const Array& row, const Array& col, const Array& rowptr, const OptArray& values,
          const OptArray& edge_source, int64_t n_rows, int64_t n_cols, const std::string& kind,
-         uintptr_t parent, uintptr_t stream) {
+         uintptr_t parent, uintptr_t stream, const OptSummary& rows, const OptSummary& cols) {
         Graph g;
         g.n_rows = n_rows;
         g.n_cols = n_cols;
@@ -175,11 +176,44 @@ NB_MODULE(_C, m) {
         Tensor src = view(edge_source, "edge_source");
         std::shared_ptr<GraphEntry> p = parent ? lookup(parent) : nullptr;
         auto e = entry_from_arrays(std::move(g), std::move(src), kind, as_stream(stream), p);
+        auto summary = [](const OptSummary& t) -> std::optional<DegreeSummary> {
+          if (!t) return std::nullopt;
+          return DegreeSummary{std::get<0>(*t), std::get<1>(*t), std::get<2>(*t)};
+        };
+        const auto rs = summary(rows), cs = summary(cols);
+        // checked against g's sizes there (the columns' when the transpose is handed them)
+        if (rs) provide_degree_summary(e->g, *rs);
+        std::lock_guard<std::mutex> lock(e->mutex);
+        if (!e->row_summary) e->row_summary = rs;
+        if (!e->col_summary) e->col_summary = cs;
         return std::make_tuple(handle_of(e), e->g.nnz());
       },
       "row"_a.noconvert(), "col"_a.noconvert(), "rowptr"_a.noconvert(),
       "values"_a.noconvert().none(), "edge_source"_a.noconvert().none(), "n_rows"_a, "n_cols"_a,
-      "kind"_a, "parent"_a, "stream"_a);
+      "kind"_a, "parent"_a, "stream"_a, "rows"_a.none(), "cols"_a.none());
+  // The degree statistics a GPU build handed in for a graph's rows and columns, each
+  // (max degree, empty rows, sum of squared degrees) or None.
+  m.def(
+      "degree_summaries",
+      [](uintptr_t h) {
+        auto e = lookup(h);
+        std::lock_guard<std::mutex> lock(e->mutex);
+        auto out = [](const std::optional<DegreeSummary>& s) -> nb::object {
+          if (!s) return nb::none();
+          return nb::make_tuple(s->max_degree, s->empty_rows, s->sum_sq);
+        };
+        return nb::make_tuple(out(e->row_summary), out(e->col_summary));
+      },
+      "handle"_a);
+  // The degree statistics `auto` reads for a graph's rows (computed on first use unless they
+  // were handed in): (max degree, empty rows, sum of squared degrees).
+  m.def(
+      "auto_degree_summary",
+      [](uintptr_t h) {
+        const DegreeSummary s = degree_summary(lookup(h)->g);
+        return std::make_tuple(s.max_degree, s.empty_rows, s.sum_sq);
+      },
+      "handle"_a);
   // The arrays of a graph on its device as torch tensors, zero-copy: (row, col, rowptr, values
   // or None, edge_source or None when the identity). Read-only by contract.
   m.def(

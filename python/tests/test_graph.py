@@ -177,9 +177,31 @@ def test_edge_index_cache_notices_in_place_changes(gen):
 # host build in CI; the GPU test runs the real path (views registered with the core).
 
 
-def _capture(row, col, rowptr, val, source, n_rows, n_cols, kind, idx, parent=0):
+def _capture(row, col, rowptr, val, source, n_rows, n_cols, kind, idx, parent=0,
+             summaries=(None, None)):
     return dict(row=row.to(idx), col=col.to(idx), rowptr=rowptr.to(idx), val=val, source=source,
-                n_rows=n_rows, n_cols=n_cols)
+                n_rows=n_rows, n_cols=n_cols, summaries=summaries)
+
+
+def _degree_summary(deg):
+    """(max degree, empty rows, sum of squared degrees) of an int64 degree tensor."""
+    deg = deg.cpu().long()
+    return (int(deg.max()) if deg.numel() else 0, int((deg == 0).sum()),
+            float(deg.double().square().sum()))
+
+
+def _summaries_of(arrays):
+    """The degree summaries of a graph's rows and of its columns, from its arrays."""
+    rp = arrays["rowptr"].cpu().long()
+    cols = torch.bincount(arrays["col"].cpu().long(), minlength=arrays["n_cols"])
+    return _degree_summary(rp[1:] - rp[:-1]), _degree_summary(cols)
+
+
+def _assert_same_summaries(got, arrays, what):
+    """Summaries handed to the core (None: not handed in) equal the ones of the arrays."""
+    for name, g, w in zip(("rows", "columns"), got, _summaries_of(arrays)):
+        if g is not None:
+            assert tuple(g) == w, (what, name, tuple(g), w)
 
 
 def _host_arrays(addr):
@@ -228,6 +250,8 @@ def test_torch_build_equals_host_build(gen, kind):
     got = _device_graph.build(ei[1], ei[0], weights, n_dst, n_src, "edge_index[1]",
                               "edge_index[0]", register=_capture)
     _assert_same_arrays(got, _host_arrays(addr), f"{kind} base")
+    assert None not in got["summaries"]
+    _assert_same_summaries(got["summaries"], _host_arrays(addr), f"{kind} base")
     info = C.graph_info(addr)
     for variant in _device_graph.KINDS:
         if variant.startswith("gcn") and n_src != n_dst:
@@ -243,6 +267,10 @@ def test_torch_build_equals_host_build(gen, kind):
             continue
         hv = _ops.wrap_handle(theirs)
         _assert_same_arrays(mine, _host_arrays(_ops._addr(hv)), f"{kind} {variant}")
+        if variant in ("loops", "gcn", "gcn_improved"):  # the others take their parent's
+            assert None not in mine["summaries"]
+        _assert_same_summaries(mine["summaries"], _host_arrays(_ops._addr(hv)),
+                               f"{kind} {variant}")
 
 
 @pytest.mark.parametrize("kind", ["skewed", "empty_rows", "no_edges", "weighted"])
@@ -288,6 +316,15 @@ def test_graphs_of_cuda_edge_index_are_built_on_the_gpu(gen, kind):
     assert g._info["device_built"] and not host._info["device_built"]
     _assert_same_arrays(_host_arrays(_ops._addr(g.handle())),
                         _host_arrays(_ops._addr(host.handle())), f"{kind} base")
+
+    def same_summaries(hd, hh, what):
+        """The GPU build handed the core every graph's degree statistics: `auto` reads those,
+        equal to the ones the core computes from the host graph."""
+        got = C.degree_summaries(_ops._addr(hd))
+        assert None not in got, what
+        _assert_same_summaries(got, _host_arrays(_ops._addr(hh)), what)
+        assert C.auto_degree_summary(_ops._addr(hd)) == C.auto_degree_summary(_ops._addr(hh))
+    same_summaries(g.handle(), host.handle(), f"{kind} base")
     assert torch.equal(g.edge_index.cpu(), host.edge_index)
     assert torch.equal(g.edge_index.cpu(), ei.long())
     if weights is not None:
@@ -301,6 +338,7 @@ def test_graphs_of_cuda_edge_index_are_built_on_the_gpu(gen, kind):
         assert _ops.graph_variant(g.handle(), variant).shape == hd.shape  # cached
         _assert_same_arrays(_host_arrays(_ops._addr(hd)), _host_arrays(_ops._addr(hh)),
                             f"{kind} {variant}")
+        same_summaries(hd, hh, f"{kind} {variant}")
         for name in ("row", "col", "edge_source", "values", "inv_degree"):
             like = torch.empty(0, device="cuda")
             a = _ops.graph_tensor(hd, name, like, n_dst if variant != "transpose" else n_src)

@@ -295,19 +295,32 @@ std::vector<ParamSpec> cbsr_gpu_params(OpKind op) {
 // on the CPU).
 namespace {
 
+// avg and cv from n, nnz and sum_sq.
+void finish_stats(DegreeStats& s) {
+  s.avg = s.n ? double(s.nnz) / double(s.n) : 0.0;
+  const double var = s.n ? std::max(0.0, s.sum_sq / double(s.n) - s.avg * s.avg) : 0.0;
+  s.cv = s.avg > 0 ? std::sqrt(var) / s.avg : 0.0;
+}
+
 template <class I>
 void fill_stats(const Tensor& rowptr, DegreeStats& s) {
   const std::vector<I> rp = rowptr.to_vector<I>();
-  double sq = 0;
   for (int64_t i = 0; i < s.n; ++i) {
     const int64_t d = static_cast<int64_t>(rp[i + 1] - rp[i]);
     s.max_deg = std::max(s.max_deg, d);
     s.empty_rows += d == 0;
-    sq += double(d) * double(d);
+    s.sum_sq += double(d) * double(d);
   }
-  s.avg = s.n ? double(s.nnz) / double(s.n) : 0.0;
-  const double var = s.n ? std::max(0.0, sq / double(s.n) - s.avg * s.avg) : 0.0;
-  s.cv = s.avg > 0 ? std::sqrt(var) / s.avg : 0.0;
+  finish_stats(s);
+}
+
+// Graph::cache's key of g's statistics: keyed by the arrays' identity too, since copies of a
+// Graph share the cache even after their index arrays are replaced (astype), and must not see
+// each other's statistics.
+std::string stats_key(const Graph& g) {
+  return std::string("auto.stats@") + dtype_name(g.index_dtype()) + ":" +
+         std::to_string(reinterpret_cast<uintptr_t>(g.rowptr.raw())) + ":" +
+         std::to_string(g.n_rows) + ":" + std::to_string(g.nnz());
 }
 
 // Drops parameters equal to their declared defaults, so the heuristic's choice prints (and
@@ -532,11 +545,7 @@ bool fast_dram(Device d) {
 }
 
 std::shared_ptr<const DegreeStats> degree_stats(const Graph& g) {
-  // Keyed by the arrays' identity too: copies of a Graph share the cache even after their index
-  // arrays are replaced (astype), and must not see each other's statistics.
-  const std::string key = std::string("auto.stats@") + dtype_name(g.index_dtype()) + ":" +
-                          std::to_string(reinterpret_cast<uintptr_t>(g.rowptr.raw())) + ":" +
-                          std::to_string(g.n_rows) + ":" + std::to_string(g.nnz());
+  const std::string key = stats_key(g);
   std::lock_guard<std::mutex> lock(g.cache->mutex);
   auto& slot = g.cache->items[key];
   if (!slot) {
@@ -550,6 +559,31 @@ std::shared_ptr<const DegreeStats> degree_stats(const Graph& g) {
     slot = s;
   }
   return std::static_pointer_cast<const DegreeStats>(slot);
+}
+
+void provide_stats(const Graph& g, const DegreeSummary& in) {
+  const int64_t n = g.n_rows, nnz = g.nnz();
+  // What any graph of n rows and nnz edges satisfies: a row of the maximum degree holds at most
+  // every edge, and the squares lie between nnz^2 / n (equal rows) and max_degree * nnz.
+  const bool sizes_ok =
+      in.max_degree >= 0 && in.max_degree <= nnz && in.empty_rows >= 0 && in.empty_rows <= n &&
+      (nnz == 0) == (in.max_degree == 0) && (nnz == 0 || in.empty_rows < n) &&
+      std::isfinite(in.sum_sq) && in.sum_sq >= 0 &&
+      in.sum_sq <= double(in.max_degree) * double(nnz) * (1 + 1e-9) &&
+      (n == 0 || in.sum_sq >= double(nnz) * double(nnz) / double(n) * (1 - 1e-9));
+  SPGNN_CHECK(sizes_ok, InvalidArgument, "provide_degree_summary: max degree ", in.max_degree,
+              ", ", in.empty_rows, " empty rows and a sum of squared degrees of ", in.sum_sq,
+              " are impossible for a graph of ", n, " rows and ", nnz, " edges");
+  auto s = std::make_shared<DegreeStats>();
+  s->n = n;
+  s->nnz = nnz;
+  s->max_deg = in.max_degree;
+  s->empty_rows = in.empty_rows;
+  s->sum_sq = in.sum_sq;
+  finish_stats(*s);
+  std::lock_guard<std::mutex> lock(g.cache->mutex);
+  auto& slot = g.cache->items[stats_key(g)];
+  if (!slot) slot = s;
 }
 
 std::string spmm_schedule_problem(const SpmmProblem& p, const Schedule& s) {
@@ -841,4 +875,11 @@ std::string validate_cpu_mergepath(const StrategyInfo& info, const Schedule& s, 
 
 namespace spgnn {
 bool half_spmm_width_pays(int64_t F) { return detail::half_spmm_width(F, detail::kHalfSpmmMinF); }
+
+DegreeSummary degree_summary(const Graph& g) {
+  const auto st = detail::degree_stats(g);
+  return DegreeSummary{st->max_deg, st->empty_rows, st->sum_sq};
+}
+
+void provide_degree_summary(const Graph& g, const DegreeSummary& s) { detail::provide_stats(g, s); }
 }  // namespace spgnn

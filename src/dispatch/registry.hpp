@@ -72,8 +72,11 @@ std::string cbsr_schedule_problem(const CbsrProblem& p, const Schedule& s);
 struct DegreeStats {
   int64_t n = 0, nnz = 0, max_deg = 0, empty_rows = 0;
   double avg = 0, cv = 0;  // mean degree, coefficient of variation (stddev / mean)
+  double sum_sq = 0;       // of the degrees (provide_degree_summary hands it in)
 };
 std::shared_ptr<const DegreeStats> degree_stats(const Graph& g);
+// provide_degree_summary (schedule.hpp): g's statistics handed in, checked against its sizes.
+void provide_stats(const Graph& g, const DegreeSummary& s);
 // Whether a sum/mean SpMM of width F over g runs faster on the GPU with half-precision features
 // (the half kernels `auto` picks) than in float32 (auto): on regular dense rows, at widths that
 // fill 16-byte half vectors (F % 8 == 0) from F = 32 to 256, and at multiples of 64 beyond.
