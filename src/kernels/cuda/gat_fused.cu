@@ -41,6 +41,7 @@
 #include "kernels/cuda/attention_kernels.hpp"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/gnnone_common.cuh"
+#include "dispatch/registry.hpp"
 
 namespace spgnn::detail {
 
@@ -823,9 +824,20 @@ template <class I>
 std::shared_ptr<Segments> bwd_segments(const Graph& g, int64_t heavy_deg) {
   const std::string key = std::string("gat_fused.bwd.") + dtype_name(g.index_dtype()) + "." +
                           g.device().str() + "." + std::to_string(heavy_deg);
+  // No row over heavy_deg: no segments, and no copy of rowptr to find that out. The degree
+  // statistics cost no wait when the graph's builder handed them in (the Python package's GPU
+  // build does, for each new graph of a mini-batch loop), and one read of rowptr otherwise, as
+  // below. Read before the cache's lock, which degree_stats takes too.
+  const bool none_heavy = degree_stats(g)->max_deg <= heavy_deg;
   std::lock_guard<std::mutex> lock(g.cache->mutex);
   std::shared_ptr<void>& item = g.cache->items[key];
   if (item) return std::static_pointer_cast<Segments>(item);
+  if (none_heavy) {
+    auto s = std::make_shared<Segments>();
+    s->seg_len = std::max<int64_t>(heavy_deg / 4, 1);  // as build_segments sets it
+    item = s;
+    return s;
+  }
   const std::vector<I> rp = g.rowptr.to_vector<I>();
   std::vector<I> heavy;
   for (int64_t v = 0; v < g.n_rows; ++v)
