@@ -826,8 +826,10 @@ std::shared_ptr<Segments> bwd_segments(const Graph& g, int64_t heavy_deg) {
                           g.device().str() + "." + std::to_string(heavy_deg);
   // No row over heavy_deg: no segments, and no copy of rowptr to find that out. The degree
   // statistics cost no wait when the graph's builder handed them in (the Python package's GPU
-  // build does, for each new graph of a mini-batch loop), and one read of rowptr otherwise, as
-  // below. Read before the cache's lock, which degree_stats takes too.
+  // build does, for each new graph of a mini-batch loop). Otherwise they read rowptr once (and
+  // are kept for `auto`), so a graph with heavy rows reads it twice on its first backward, not
+  // once: left so, as it happens once per graph. Read before the cache's lock, which
+  // degree_stats takes too.
   const bool none_heavy = degree_stats(g)->max_deg <= heavy_deg;
   std::lock_guard<std::mutex> lock(g.cache->mutex);
   std::shared_ptr<void>& item = g.cache->items[key];
