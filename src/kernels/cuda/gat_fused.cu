@@ -26,6 +26,7 @@
 //     result is stored by one warp and does not depend on scheduling.
 //   atomic = true instead scatters a_e' grad_out[v] and d_z from kernel 1 with (vector) atomics
 //     (no transpose; a measured alternative, see `spgnn bench gat`).
+#include <cub/device/device_radix_sort.cuh>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -41,6 +42,7 @@
 #include "kernels/cuda/attention_kernels.hpp"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/gnnone_common.cuh"
+#include "kernels/cuda/spmm_message.cuh"
 #include "dispatch/registry.hpp"
 
 namespace spgnn::detail {
@@ -783,15 +785,71 @@ void build_segments(Segments& s, const std::vector<I>& rp, const std::vector<I>&
 struct FwdSchedule : Segments {
   Tensor order;  // graph index type
   int64_t n_long = 0, n_short = 0;
+  // Set when `order` was sorted on the GPU: a call on another stream waits for the sort.
+  rowpar::BuiltOn built;
 };
 
+// Sort keys of the GPU degree order: max_deg - degree (ascending = decreasing degree), with the
+// rows as values (a stable radix sort keeps ties by row, as the host's counting sort does).
 template <class I>
-std::shared_ptr<FwdSchedule> fwd_schedule(const Graph& g, int64_t heavy_deg) {
+__global__ void degree_keys_kernel(const I* __restrict__ rowptr, int64_t n, int64_t max_deg,
+                                   uint8_t* __restrict__ keys, I* __restrict__ rows) {
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v >= n) return;
+  keys[v] = static_cast<uint8_t>(max_deg - (static_cast<int64_t>(rowptr[v + 1]) -
+                                            static_cast<int64_t>(rowptr[v])));
+  rows[v] = static_cast<I>(v);
+}
+
+// The order of rows by decreasing degree, ties by row, written to `order` on stream st. Only
+// for max_deg <= kLongDeg (the keys fit a byte).
+template <class I>
+void gpu_degree_order(const Graph& g, int64_t max_deg, Tensor& order, cudaStream_t st) {
+  const int64_t n = g.n_rows;
+  int end_bit = 1;
+  while ((int64_t{1} << end_bit) <= max_deg) ++end_bit;
+  // Scratch: keys in, keys out, rows in, then CUB's own.
+  size_t cub_bytes = 0;
+  SPGNN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, cub_bytes, static_cast<const uint8_t*>(nullptr), static_cast<uint8_t*>(nullptr),
+      static_cast<const I*>(nullptr), static_cast<I*>(nullptr), n, 0, end_bit, st));
+  const size_t align = 256, keys_bytes = (static_cast<size_t>(n) + align - 1) / align * align;
+  const size_t rows_bytes = (static_cast<size_t>(n) * sizeof(I) + align - 1) / align * align;
+  StreamScratch scratch(2 * keys_bytes + rows_bytes + cub_bytes, st);
+  auto* base = reinterpret_cast<unsigned char*>(scratch.get());
+  auto* keys_in = reinterpret_cast<uint8_t*>(base);
+  auto* keys_out = reinterpret_cast<uint8_t*>(base + keys_bytes);
+  auto* rows_in = reinterpret_cast<I*>(base + 2 * keys_bytes);
+  void* cub_tmp = base + 2 * keys_bytes + rows_bytes;
+  degree_keys_kernel<I><<<static_cast<unsigned>((n + 255) / 256), 256, 0, st>>>(
+      g.rowptr.data<I>(), n, max_deg, keys_in, rows_in);
+  SPGNN_CUDA_CHECK_LAUNCH();
+  SPGNN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(cub_tmp, cub_bytes, keys_in, keys_out,
+                                                   rows_in, order.data<I>(), n, 0, end_bit, st));
+}
+
+template <class I>
+std::shared_ptr<FwdSchedule> fwd_schedule(const Graph& g, int64_t heavy_deg, cudaStream_t st) {
   const std::string key = std::string("gat_fused.fwd.") + dtype_name(g.index_dtype()) + "." +
                           g.device().str() + "." + std::to_string(heavy_deg);
+  // Read before the cache's lock, which degree_stats takes too (see bwd_segments).
+  const int64_t stats_max = degree_stats(g)->max_deg;
   std::lock_guard<std::mutex> lock(g.cache->mutex);
   std::shared_ptr<void>& item = g.cache->items[key];
   if (item) return std::static_pointer_cast<FwdSchedule>(item);
+  if (g.n_rows > 0 && stats_max <= std::min(kLongDeg, heavy_deg)) {
+    // Every row is short: the counts are known without reading rowptr, and the degree order is
+    // sorted on the GPU. The degree statistics cost no wait when the graph's builder handed them
+    // in (the Python package's GPU build does, for each new graph of a mini-batch loop).
+    auto s = std::make_shared<FwdSchedule>();
+    s->seg_len = std::max<int64_t>(heavy_deg / 4, 1);  // as build_segments sets it
+    s->n_short = g.n_rows;
+    s->order = Tensor::empty({g.n_rows}, g.index_dtype(), g.device());
+    gpu_degree_order<I>(g, stats_max, s->order, st);
+    s->built.record(st);
+    item = s;
+    return s;
+  }
   const std::vector<I> rp = g.rowptr.to_vector<I>();
   const int64_t n = g.n_rows;
   std::vector<int64_t> deg(static_cast<size_t>(n));
@@ -961,7 +1019,8 @@ template <class I>
 void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_chunk,
              cudaStream_t st) {
   const FwdGeometry geo = fwd_geometry(p, heads_per_chunk);
-  const std::shared_ptr<FwdSchedule> s = fwd_schedule<I>(*p.g, heavy_deg);
+  const std::shared_ptr<FwdSchedule> s = fwd_schedule<I>(*p.g, heavy_deg, st);
+  s->built.wait(st);
   const Graph& g = *p.g;
   FwdArgs<I> a{};
   a.rowptr = g.rowptr.data<I>();
