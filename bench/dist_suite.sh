@@ -9,6 +9,8 @@
 #   WORK=/tmp/spgnn-dist-suite  OUT_JSON_DIR=dir
 #   STALE=1: each partitioned run again with --stale-halos (PipeGCN)
 #   DTYPE=fp32|bf16|fp16: every run's --dtype (mixed precision; 2-byte halos)
+#   IMBALANCE=1.05: the partitions' --imbalance (metis, ldg; a new value makes new partitions)
+#   NO_OVERLAP=1: each partitioned run again with --no-overlap (the halo fetched first)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SPGNN="${SPGNN:-$ROOT/build/spgnn}"
@@ -27,11 +29,14 @@ if [ ! -d "$ds" ]; then
     --feature-dim "$FEATURES" --seed 1 -o "$ds" >&2
   echo "generated $ds in $(( $(date +%s) - t0 )) s" >&2
 fi
+IMB="${IMBALANCE:-1.05}"
+# The default imbalance keeps the directory names of earlier runs; another one is in the name.
+sfx() { if [ "$IMB" = 1.05 ]; then echo "$1"; else echo "$1$IMB"; fi; }
 for method in ${METHODS:-metis random}; do
-  p="$ds-$method-$PARTS"
+  p="$ds-$(sfx "$method")-$PARTS"
   if [ ! -d "$p" ]; then
     t0=$(date +%s)
-    "$SPGNN" partition "$ds" -o "$p" --parts "$PARTS" --method "$method" >&2
+    "$SPGNN" partition "$ds" -o "$p" --parts "$PARTS" --method "$method" --imbalance "$IMB" >&2
     echo "partitioned ($method, $PARTS parts) in $(( $(date +%s) - t0 )) s" >&2
   fi
 done
@@ -51,22 +56,29 @@ for model in ${MODELS:-sage gcn}; do
   "$PY" -m spgnn.train --dataset "$ds" $(model_args "$model") "${common[@]}" \
     --json "$OUT/dist-$model-1.json"
   for method in ${METHODS:-metis random}; do
+    pm="$(sfx "$method")"
     # shellcheck disable=SC2046
     OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}" "$PY" -m torch.distributed.run \
-      --nproc-per-node "$PARTS" -m spgnn.train --dist "$ds-$method-$PARTS" \
-      $(model_args "$model") "${common[@]}" --json "$OUT/dist-$model-$method-$PARTS.json"
+      --nproc-per-node "$PARTS" -m spgnn.train --dist "$ds-$pm-$PARTS" \
+      $(model_args "$model") "${common[@]}" --json "$OUT/dist-$model-$pm-$PARTS.json"
+    if [ "${NO_OVERLAP:-0}" = 1 ]; then
+      # shellcheck disable=SC2046
+      OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}" "$PY" -m torch.distributed.run \
+        --nproc-per-node "$PARTS" -m spgnn.train --dist "$ds-$pm-$PARTS" --no-overlap \
+        $(model_args "$model") "${common[@]}" --json "$OUT/dist-$model-$pm-noov-$PARTS.json"
+    fi
     if [ "${STALE:-0}" = 1 ]; then
       # shellcheck disable=SC2046
       OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}" "$PY" -m torch.distributed.run \
-        --nproc-per-node "$PARTS" -m spgnn.train --dist "$ds-$method-$PARTS" --stale-halos \
-        $(model_args "$model") "${common[@]}" --json "$OUT/dist-$model-$method-stale-$PARTS.json"
+        --nproc-per-node "$PARTS" -m spgnn.train --dist "$ds-$pm-$PARTS" --stale-halos \
+        $(model_args "$model") "${common[@]}" --json "$OUT/dist-$model-$pm-stale-$PARTS.json"
     fi
   done
 done
 
-"$PY" - "$OUT" "$ds" "$PARTS" <<'PYEOF'
+"$PY" - "$OUT" "$ds" "$PARTS" "$(sfx "")" <<'PYEOF'
 import json, os, sys
-out, ds, parts = sys.argv[1], sys.argv[2], sys.argv[3]
+out, ds, parts, imb = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 rows = []
 for f in sorted(os.listdir(out)):
     if f.startswith("dist-") and f.endswith(".json"):
@@ -81,12 +93,14 @@ for r in sorted(rows, key=lambda r: (r["model"], r["ranks"], r["dataset"])):
     vs = f"{min(base['epoch_ms']) / ms:.2f}x" if base else "-"
     method = "-" if r["ranks"] == 1 else os.path.basename(r["dataset"]).split("-")[-2]
     method += " stale" if r.get("stale_halos") else ""
+    method += " no-overlap" if r["ranks"] > 1 and r.get("overlap") is False \
+        and not r.get("stale_halos") else ""
     method += f" {r['dtype']}" if r.get("dtype", "fp32") != "fp32" else ""
     print(f"| {r['model']} | {r['ranks']} | {method} | {ms:.2f} | {vs} | {min(r['comm_ms']):.2f} |"
           f" {max(r['halo_fraction']):.3f} | {max(r['sent_mib_per_epoch']):.1f} |"
           f" {max(r['memory_mib']):.0f} | {r['test_acc_mean']:.4f} |")
 for method in ("metis", "random", "ldg", "range"):
-    meta = f"{ds}-{method}-{parts}/meta.json"
+    meta = f"{ds}-{method}{imb}-{parts}/meta.json"
     if os.path.exists(meta):
         m = json.load(open(meta))
         print(f"{method}: edge cut {m['edge_cut']:,} of {m['num_edges']:,} "

@@ -271,6 +271,25 @@ def test_dist_and_dataset_train_on_one_graph_when_edges_repeat(tmp_path):
         assert abs(a - b) <= 0.01, (one["test_acc"], b)
 
 
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_two_ranks_without_overlap_train_as_one(planted, tmp_path, model):
+    """--no-overlap (the halo fetched before each aggregation, one product instead of the
+    owned- and halo-source pair) trains as the single process does."""
+    ds, parts = planted
+    common = ["--model", model, "--epochs", "30", "--dropout", "0", "--runs", "2",
+              "--hidden", "8", *CPU]
+    one = _single("--dataset", ds, *common)
+    out = tmp_path / "dist.json"
+    r = _torchrun(2, "--dist", parts, *common, "--no-overlap", "--json", out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    two = json.loads(out.read_text())
+    assert two["overlap"] is False and two["ranks"] == 2
+    for a, b in zip(one["test_acc"], two["test_acc"]):
+        assert abs(a - b) <= 0.01, (one["test_acc"], two["test_acc"])
+    with pytest.raises(SystemExit):
+        train.parse_args(["--dataset", str(ds), "--no-overlap"])
+
+
 @pytest.mark.parametrize("model", ["gcn", "gat"])
 def test_stale_halos_train(planted, tmp_path, model):
     """--stale-halos (PipeGCN): the exchange of a step serves the next one; training still
