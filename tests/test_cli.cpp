@@ -2,6 +2,7 @@
 // clear message and a non-zero exit, never a crash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -266,13 +267,25 @@ TEST_F(Cli, PartitionDatasetDirectory) {
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["parts"], 3);
-  int64_t owned = 0;
-  for (const auto& p : j["part"]) owned += p["owned"].get<int64_t>();
+  int64_t owned = 0, edges = 0, max_owned = 0, max_edges = 0;
+  for (const auto& p : j["part"]) {
+    owned += p["owned"].get<int64_t>();
+    edges += p["edges"].get<int64_t>();
+    max_owned = std::max(max_owned, p["owned"].get<int64_t>());
+    max_edges = std::max(max_edges, p["edges"].get<int64_t>());
+  }
   EXPECT_EQ(owned, 400);
+  // the balance figures are the heaviest part over the mean
+  EXPECT_NEAR(j["vertex_balance"].get<double>(), 3.0 * double(max_owned) / double(owned), 1e-12);
+  EXPECT_NEAR(j["edge_balance"].get<double>(), 3.0 * double(max_edges) / double(edges), 1e-12);
+  EXPECT_GE(j["edge_balance"].get<double>(), 1.0);
   for (const char* f : {"meta.json", "owner.npy", "local_id.npy", "part-2/graph.spg",
                         "part-0/x.npy", "part-1/train_idx.npy", "part-2/send_ids.npy"})
     EXPECT_TRUE(fs::exists(path("p3/") + f)) << f;
   // an existing output is kept unless --force
+  auto table = run("partition " + path("ds") + " -o " + path("p2t") + " --parts 2");
+  ASSERT_EQ(table.code, 0) << table.out;
+  EXPECT_NE(table.out.find("heaviest part over the mean: "), std::string::npos) << table.out;
   auto again = run("partition " + path("ds") + " -o " + path("p3") + " --parts 2");
   EXPECT_NE(again.code, 0);
   EXPECT_NE(again.out.find("already exists"), std::string::npos) << again.out;

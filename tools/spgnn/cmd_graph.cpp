@@ -1,5 +1,6 @@
 // spgnn generate / convert / info / partition: graph files in and out, what is in them, and
 // their partitions for training on several devices.
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -364,11 +365,25 @@ void register_partition(CLI::App& app) {
     const double part_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write_partition_dir(d, a.owner, parts, meta, o->out, o->force);
+    // The heaviest part over the mean, in owned vertices and in edges: a distributed epoch waits
+    // for its slowest rank, so an edge balance of 1.05 costs about 5% of it (docs/BENCHMARKS.md,
+    // "Two H200s").
+    auto balance = [&](auto load) {
+      double total = 0, heaviest = 0;
+      for (const LocalPart& lp : parts) {
+        total += double(load(lp));
+        heaviest = std::max(heaviest, double(load(lp)));
+      }
+      return total > 0 ? heaviest * double(parts.size()) / total : 1.0;
+    };
+    const double vertex_balance = balance([](const LocalPart& lp) { return lp.n_owned; });
+    const double edge_balance = balance([](const LocalPart& lp) { return lp.graph.nnz(); });
     if (o->format == "json") {
       nlohmann::json j = {{"output", o->out}, {"parts", o->parts}, {"method", meta.method},
                           {"note", meta.note}, {"edge_cut", meta.summary.edge_cut},
                           {"halo_volume", meta.summary.halo_volume},
-                          {"num_edges", meta.summary.num_edges}, {"seconds", part_s}};
+                          {"num_edges", meta.summary.num_edges}, {"seconds", part_s},
+                          {"vertex_balance", vertex_balance}, {"edge_balance", edge_balance}};
       nlohmann::json per = nlohmann::json::array();
       for (const LocalPart& lp : parts)
         per.push_back({{"owned", lp.n_owned}, {"halo", lp.n_halo()}, {"edges", lp.graph.nnz()}});
@@ -389,6 +404,8 @@ void register_partition(CLI::App& app) {
              std::to_string(lp.graph.nnz()),
              fixed(lp.n_owned ? double(lp.n_halo()) / double(lp.n_owned) : 0.0, 2)});
     std::printf("%s", t.str().c_str());
+    std::printf("heaviest part over the mean: %.3f in owned vertices, %.3f in edges\n",
+                vertex_balance, edge_balance);
   });
 }
 
