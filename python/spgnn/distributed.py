@@ -305,7 +305,7 @@ class DistGraph(Graph):
         self.num_halo = self.halo.num_halo
         self._variants: Dict[str, Graph] = {}
         self._splits: Dict[str, tuple] = {}
-        self._inv_deg: Dict[torch.dtype, Tensor] = {}
+        self._inv_deg: Optional[Tensor] = None  # 1 / in-degree (gspmm's mean's), built once
         # Stale halos take the exchange off the critical path altogether: no overlap needed.
         self.overlap = bool(overlap) and not stale
         self.stale = bool(stale)
@@ -351,20 +351,12 @@ class DistGraph(Graph):
             # that their result is rounded once, as gspmm's mean rounds it.
             inner, boundary = self._split("sum")
             out = _Overlapped.apply(x_owned.contiguous(), self, inner, boundary)
-            return out * self._inv_degree(out.dtype)[:, None]
+            if self._inv_deg is None:  # an owned target has all its in-edges in the part
+                self._inv_deg = _ops.graph_tensor(self.handle(), "inv_degree", out,
+                                                  self.num_owned)
+            return out * self._inv_deg.to(out.dtype)[:, None]
         inner, boundary = self._split(kind)
         return _Overlapped.apply(x_owned.contiguous(), self, inner, boundary)
-
-    def _inv_degree(self, dtype: torch.dtype) -> Tensor:
-        """1 / in-degree of each owned target (edges counted, as gspmm's mean counts them; 0
-        where a target has no in-edge, whose mean is 0): an owned target has all its in-edges
-        in the part."""
-        hit = self._inv_deg.get(dtype)
-        if hit is None:
-            deg = torch.bincount(self.edge_index[1], minlength=self.num_owned).to(dtype)
-            hit = self._inv_deg[dtype] = torch.where(deg > 0, 1.0 / deg.clamp(min=1),
-                                                     torch.zeros_like(deg))
-        return hit
 
     def _split(self, kind: str) -> tuple:
         """(owned-source graph, halo-source graph) of a kind: ``num_owned`` targets each, from
