@@ -68,6 +68,10 @@ struct GatParams {
   float negative_slope = 0.2f;   // LeakyReLU of the logits
   float attn_dropout = 0.f;      // dropout on the softmax weights (training), 0 = off
   uint64_t dropout_seed = 0;     // the mask is a hash of (seed, edge, head): same in backward
+  // CUDA only: when set, the kernels read the seed from this device address as they run, and
+  // dropout_seed is ignored. A CUDA graph captured once then draws a new mask on every replay,
+  // provided the graph itself rewrites that address (torch.randint on the device inside it).
+  const uint64_t* dropout_seed_device = nullptr;
 };
 // GAT aggregation, TLPGNN-style fusion when the strategy is gat_fused. For destination v, head h:
 //   s_e = leaky_relu(el[u, h] + er[v, h]);  a_e = softmax over v's edges of s_e (dropped out);

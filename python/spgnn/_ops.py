@@ -536,10 +536,23 @@ def _softmax_backward(ctx, grad):
 register_autograd(f"{_lib}::edge_softmax", _softmax_backward, setup_context=_softmax_setup)
 
 
-def _seed(seed: Tensor) -> int:
-    # An int64 host tensor (drawn from torch's generator by the caller, so that torch.manual_seed
-    # makes runs repeatable); the kernels take it as the unsigned hash seed.
-    return int(seed.reshape(-1)[0].item()) & 0xFFFFFFFFFFFFFFFF
+def _seed(seed: Tensor, x: Tensor) -> Tuple[int, Optional[Tensor]]:
+    """(host seed, device seed) for a kernel on ``x``'s device. The seed is one int64 drawn from
+    torch's generator by the caller (so torch.manual_seed repeats a run). On the GPU it is drawn
+    on the device and the kernel reads it there as it runs: no host read, and a CUDA graph
+    captured once draws a new mask on every replay (torch's generator is graph-safe), where a
+    host value would be baked into the graph. The kernels take it as the unsigned hash seed."""
+    if seed.is_cuda and x.is_cuda:
+        if seed.device != x.device:
+            raise ValueError(f"dropout seed on {seed.device}, input on {x.device}")
+        return 0, seed.reshape(-1)[:1]
+    return int(seed.reshape(-1)[0].item()) & 0xFFFFFFFFFFFFFFFF, None
+
+
+def draw_seed(x: Tensor) -> Tensor:
+    """A dropout seed for an op on ``x``: on x's GPU (see _seed), else on the host."""
+    return torch.randint(0, 2**62, (1,), dtype=torch.int64,
+                         device=x.device if x.is_cuda else "cpu")
 
 
 def _gat_aggregate_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, heads: int,
@@ -547,9 +560,11 @@ def _gat_aggregate_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, heads: 
                         strategy: str) -> Tuple[Tensor, Tensor]:
     out = torch.empty((n_rows, feat.shape[1]), dtype=feat.dtype, device=feat.device)
     attn = torch.empty((nnz_of(h), heads), dtype=feat.dtype, device=feat.device)
+    host_seed, dev_seed = _seed(seed, feat)
     with on_device(feat):
         C.gat_aggregate(_addr(h), arr(feat), arr(el), arr(er), heads, negative_slope, dropout,
-                        _seed(seed), arr(out), arr(attn), stream_of(feat), strategy)
+                        host_seed, arr(out), arr(attn), stream_of(feat), strategy,
+                        None if dev_seed is None else arr(dev_seed))
     return out, attn
 
 
@@ -570,11 +585,12 @@ def _gat_aggregate_backward_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor
         # build it through the host, for every new graph; a mini-batch GAT step paid 13 ms).
         ht = _derive(h, "transpose")  # held: its handle's memory must outlive the call
         C.provide_attention_transpose(_addr(h), _addr(ht))
+    host_seed, dev_seed = _seed(seed, feat)
     with on_device(feat):
         C.gat_aggregate_backward(_addr(h), arr(feat), arr(el), arr(er), arr(attn), arr(grad),
-                                 heads, negative_slope, dropout, _seed(seed), arr(gf), arr(gl),
-                                 arr(gr),
-                                 stream_of(feat), strategy)
+                                 heads, negative_slope, dropout, host_seed, arr(gf), arr(gl),
+                                 arr(gr), stream_of(feat), strategy,
+                                 None if dev_seed is None else arr(dev_seed))
     return gf, gl, gr
 
 
@@ -781,8 +797,10 @@ register_autograd(f"{_lib}::cbsr_sspmm", _sspmm_backward, setup_context=_sspmm_s
 
 def _dropout_impl(x: Tensor, p: float, seed: Tensor) -> Tensor:
     out = torch.empty_like(x)
+    host_seed, dev_seed = _seed(seed, x)
     with on_device(x):
-        C.dropout(arr(x), p, _seed(seed), arr(out), stream_of(x))
+        C.dropout(arr(x), p, host_seed, arr(out), stream_of(x),
+                  None if dev_seed is None else arr(dev_seed))
     return out
 
 

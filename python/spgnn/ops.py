@@ -462,6 +462,5 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,
     if not ((input.dtype == torch.float32 and (input.is_cpu or input.is_cuda))
             or (input.dtype == torch.float64 and input.is_cpu)):
         return torch.nn.functional.dropout(input, p, True, inplace)
-    seed = torch.randint(0, 2**62, (1,), dtype=torch.int64)
-    out = _ops.dropout(input.contiguous(), float(p), seed)
+    out = _ops.dropout(input.contiguous(), float(p), _ops.draw_seed(input))
     return input.copy_(out) if inplace else out

@@ -51,12 +51,27 @@ Cbsr cbsr_of(const Tensor& data, const Tensor& index, int64_t F) {
 // Undefined edge operands mean "the graph's own values" to the C++ ops.
 Tensor edge_operand(const OptArray& e) { return view(e, "e"); }
 
-GatParams gat_params(int64_t heads, float slope, float dropout, uint64_t seed) {
+// A dropout seed the kernels read on the device (one int64 on `like`'s CUDA device), so that a
+// captured CUDA graph draws a new mask on each replay; None: the host value `seed` is used.
+const uint64_t* device_seed_of(const OptArray& s, const Tensor& like, const char* op) {
+  if (!s) return nullptr;
+  const Tensor t = view(*s, "device_seed");
+  SPGNN_CHECK(t.dtype() == DType::i64 && t.numel() == 1 && like.device().is_cuda() &&
+                  t.device() == like.device(),
+              InvalidArgument, op, ": 'device_seed' must be one int64 on the input's CUDA device (",
+              like.device().str(), "), got ", dtype_name(t.dtype()), " ", t.shape_str(), " on ",
+              t.device().str());
+  return static_cast<const uint64_t*>(t.raw());
+}
+
+GatParams gat_params(int64_t heads, float slope, float dropout, uint64_t seed,
+                     const OptArray& device_seed, const Tensor& like, const char* op) {
   GatParams p;
   p.heads = heads;
   p.negative_slope = slope;
   p.attn_dropout = dropout;
   p.dropout_seed = seed;
+  p.dropout_seed_device = device_seed_of(device_seed, like, op);
   return p;
 }
 
@@ -380,30 +395,32 @@ NB_MODULE(_C, m) {
       "gat_aggregate",
       [](uintptr_t h, const Array& feat, const Array& el, const Array& er, int64_t heads,
          float slope, float dropout, uint64_t seed, const Array& out, const Array& attn,
-         uintptr_t stream, const std::string& strategy) {
+         uintptr_t stream, const std::string& strategy, const OptArray& device_seed) {
         auto g = lookup(h);
         Tensor f = view(feat, "feat"), l = view(el, "el"), r = view(er, "er"),
                o = view(out, "out"), a = view(attn, "attn");
-        const GatParams p = gat_params(heads, slope, dropout, seed);
+        const GatParams p = gat_params(heads, slope, dropout, seed, device_seed, f,
+                                       "gat_aggregate");
         const OpOptions opt = options_for(stream, strategy);
         nb::gil_scoped_release unlocked;
         gat_aggregate(g->g, f, l, r, p, o, a, opt);
       },
       "handle"_a, "feat"_a.noconvert(), "el"_a.noconvert(), "er"_a.noconvert(), "heads"_a,
       "negative_slope"_a, "dropout"_a, "seed"_a, "out"_a.noconvert(), "attn"_a.noconvert(),
-      "stream"_a, "strategy"_a);
+      "stream"_a, "strategy"_a, "device_seed"_a.noconvert() = nb::none());
   m.def(
       "gat_aggregate_backward",
       [](uintptr_t h, const Array& feat, const Array& el, const Array& er, const Array& attn,
          const Array& grad_out, int64_t heads, float slope, float dropout, uint64_t seed,
          const Array& grad_feat, const Array& grad_el, const Array& grad_er, uintptr_t stream,
-         const std::string& strategy) {
+         const std::string& strategy, const OptArray& device_seed) {
         auto g = lookup(h);
         Tensor f = view(feat, "feat"), l = view(el, "el"), r = view(er, "er"),
                a = view(attn, "attn"), go = view(grad_out, "grad_out"),
                gf = view(grad_feat, "grad_feat"), gl = view(grad_el, "grad_el"),
                gr = view(grad_er, "grad_er");
-        const GatParams p = gat_params(heads, slope, dropout, seed);
+        const GatParams p = gat_params(heads, slope, dropout, seed, device_seed, f,
+                                       "gat_aggregate_backward");
         const OpOptions opt = options_for(stream, strategy);
         nb::gil_scoped_release unlocked;
         gat_aggregate_backward(g->g, f, l, r, a, go, p, gf, gl, gr, opt);
@@ -411,24 +428,28 @@ NB_MODULE(_C, m) {
       "handle"_a, "feat"_a.noconvert(), "el"_a.noconvert(), "er"_a.noconvert(),
       "attn"_a.noconvert(), "grad_out"_a.noconvert(), "heads"_a, "negative_slope"_a,
       "dropout"_a, "seed"_a, "grad_feat"_a.noconvert(), "grad_el"_a.noconvert(),
-      "grad_er"_a.noconvert(), "stream"_a, "strategy"_a);
+      "grad_er"_a.noconvert(), "stream"_a, "strategy"_a,
+      "device_seed"_a.noconvert() = nb::none());
 
   // ---- dropout --------------------------------------------------------------------------------
   // Inverted dropout whose mask is a hash of (seed, element index): nothing to save for the
   // backward, which is this same call on the gradient.
   m.def(
       "dropout",
-      [](const Array& x, double p, uint64_t seed, const Array& out, uintptr_t stream) {
+      [](const Array& x, double p, uint64_t seed, const Array& out, uintptr_t stream,
+         const OptArray& device_seed) {
         const Tensor tx = view(x, "x");
+        const uint64_t* dseed = device_seed_of(device_seed, tx, "dropout");
         Tensor ty = view(out, "out");
         // nn::dropout would allocate a new buffer for a mismatched one: not the caller's array.
         SPGNN_CHECK(ty.shape() == tx.shape() && ty.dtype() == tx.dtype() &&
                         ty.device() == tx.device(),
                     InvalidArgument, "dropout: 'out' must match 'x' in shape, dtype and device");
         nb::gil_scoped_release unlocked;
-        nn::dropout(tx, p, seed, ty, as_stream(stream));
+        nn::dropout(tx, p, seed, ty, as_stream(stream), dseed);
       },
-      "x"_a.noconvert(), "p"_a, "seed"_a, "out"_a.noconvert(), "stream"_a);
+      "x"_a.noconvert(), "p"_a, "seed"_a, "out"_a.noconvert(), "stream"_a,
+      "device_seed"_a.noconvert() = nb::none());
 
   // ---- MaxK and CBSR --------------------------------------------------------------------------
   m.def(

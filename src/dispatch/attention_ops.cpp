@@ -222,7 +222,8 @@ void leaky_relu_(Tensor& x, float slope, void* stream) {
 void apply_dropout(const Tensor& a, Tensor& out, const GatProblem& p) {
 #if SPGNN_WITH_CUDA
   if (a.device().is_cuda())
-    return detail::cuda_apply_dropout(a, out, p.H, p.seed, p.dropout, p.dropout_scale, p.stream);
+    return detail::cuda_apply_dropout(a, out, p.H, p.seed, p.seed_ptr, p.dropout,
+                                      p.dropout_scale, p.stream);
 #endif
   detail::cpu_apply_dropout(a, out, p.H, p.seed, p.dropout, p.dropout_scale);
 }
@@ -301,6 +302,10 @@ GatProblem gat_problem(const Graph& g, const Tensor& feat, const Tensor& el, con
   p.dropout = params.attn_dropout;
   p.dropout_scale = params.attn_dropout > 0.f ? 1.f / (1.f - params.attn_dropout) : 1.f;
   p.seed = params.dropout_seed;
+  p.seed_ptr = params.dropout_seed_device;
+  SPGNN_CHECK(!p.seed_ptr || g.device().is_cuda(), InvalidArgument, op,
+              ": params.dropout_seed_device is a device address, for graphs on a CUDA device; "
+              "this graph is on ", g.device().str(), " (pass params.dropout_seed)");
   p.stream = options.stream;
   return p;
 }

@@ -49,6 +49,7 @@ struct GatProblem {
   float dropout = 0.f;             // p; 0 = off
   float dropout_scale = 1.f;       // 1 / (1 - p)
   uint64_t seed = 0;
+  const uint64_t* seed_ptr = nullptr;  // CUDA: read the seed here when the kernel runs (GatParams)
   void* stream = nullptr;
 };
 

@@ -543,9 +543,13 @@ Tensor dropout(const Tensor& x, double p, uint64_t seed) {
   return y;
 }
 
-void dropout(const Tensor& x, double p, uint64_t seed, Tensor& out, void* stream) {
+void dropout(const Tensor& x, double p, uint64_t seed, Tensor& out, void* stream,
+             const uint64_t* device_seed) {
   check_defined(x, "nn::dropout", "x");
   check_p(p, "nn::dropout");
+  SPGNN_CHECK(!device_seed || on_gpu(x), InvalidArgument,
+              "nn::dropout: device_seed is a device address, for x on a CUDA device; x is on ",
+              x.device().str(), " (pass seed)");
   if (!out.defined() || out.shape() != x.shape() || out.dtype() != x.dtype() ||
       out.device() != x.device())
     out = Tensor::empty(x.shape(), x.dtype(), x.device());
@@ -556,7 +560,8 @@ void dropout(const Tensor& x, double p, uint64_t seed, Tensor& out, void* stream
   const double scale = 1.0 / (1.0 - p);
   const int64_t n = x.numel();
   if (on_gpu(x)) {
-    detail::cuda_dropout(ptr<float>(x), ptr<float>(out), n, thr, float(scale), seed, stream);
+    detail::cuda_dropout(ptr<float>(x), ptr<float>(out), n, thr, float(scale), seed, stream,
+                         device_seed);
     return;
   }
   by_dtype(x, [&](auto z) {
@@ -1116,7 +1121,10 @@ void cuda_add_scaled(float*, const float*, const float*, float, int64_t) { no_cu
 void cuda_dot(const float*, const float*, int64_t, float*, float) { no_cuda(); }
 void cuda_activation(float*, int64_t, int) { no_cuda(); }
 void cuda_activation_backward(float*, const float*, int64_t, int) { no_cuda(); }
-void cuda_dropout(const float*, float*, int64_t, uint32_t, float, uint64_t, void*) { no_cuda(); }
+void cuda_dropout(const float*, float*, int64_t, uint32_t, float, uint64_t, void*,
+                  const uint64_t*) {
+  no_cuda();
+}
 void cuda_dropout_backward(float*, int64_t, uint32_t, float, uint64_t) { no_cuda(); }
 void cuda_activation_dropout(float*, int64_t, int, bool, uint32_t, float, uint64_t) { no_cuda(); }
 void cuda_activation_dropout_backward(float*, const float*, int64_t, int, bool, uint32_t, float,

@@ -23,8 +23,9 @@ void cuda_dot(const float* a, const float* b, int64_t n, float* out, float beta)
 void cuda_activation(float* x, int64_t n, int act);
 void cuda_activation_backward(float* grad, const float* y, int64_t n, int act);
 // On `stream` (a cudaStream_t; null: the legacy default stream, as every nn kernel uses).
+// seed_ptr: read the seed from the device instead (nn::dropout's device_seed).
 void cuda_dropout(const float* x, float* y, int64_t n, uint32_t threshold, float scale,
-                  uint64_t seed, void* stream = nullptr);
+                  uint64_t seed, void* stream = nullptr, const uint64_t* seed_ptr = nullptr);
 void cuda_dropout_backward(float* grad, int64_t n, uint32_t threshold, float scale,
                            uint64_t seed);
 // act: 0 none, 1 relu, 2 elu; drop: apply the dropout mask (else threshold/scale are ignored).

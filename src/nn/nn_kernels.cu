@@ -123,7 +123,9 @@ __global__ void activation_backward_kernel(float* g, const float* y, int64_t n, 
   }
 }
 
-__global__ void dropout_kernel(const float* x, float* y, int64_t n, uint32_t thr, float scale, uint64_t seed) {
+__global__ void dropout_kernel(const float* x, float* y, int64_t n, uint32_t thr, float scale, uint64_t seed,
+                               const uint64_t* seed_ptr) {
+  if (seed_ptr) seed = *seed_ptr;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     y[i] = dropout_keep(seed, uint64_t(i), thr) ? x[i] * scale : 0.f;
 }
@@ -391,10 +393,10 @@ void cuda_activation_backward(float* grad, const float* y, int64_t n, int act) {
 }
 
 void cuda_dropout(const float* x, float* y, int64_t n, uint32_t thr, float scale, uint64_t seed,
-                  void* stream) {
+                  void* stream, const uint64_t* seed_ptr) {
   if (n == 0) return;
-  dropout_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, n, thr,
-                                                                                   scale, seed);
+  dropout_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, y, n, thr, scale, seed, seed_ptr);
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 

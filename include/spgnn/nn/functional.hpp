@@ -59,7 +59,10 @@ Tensor dropout(const Tensor& x, double p, uint64_t seed);
 // The same into `out` (allocated when undefined or of another shape): a buffer kept across epochs.
 // On the GPU it runs on `stream` (a cudaStream_t; null: the legacy default stream). Its own
 // backward: dropout of the gradient with the same p and seed (a zero stays zero either way).
-void dropout(const Tensor& x, double p, uint64_t seed, Tensor& out, void* stream = nullptr);
+// device_seed (x on a CUDA device only): the kernel reads the seed from this device address as it
+// runs, and `seed` is ignored; a CUDA graph that rewrites the address draws a new mask per replay.
+void dropout(const Tensor& x, double p, uint64_t seed, Tensor& out, void* stream = nullptr,
+             const uint64_t* device_seed = nullptr);
 void dropout_backward_(Tensor& grad, double p, uint64_t seed);
 
 // x = dropout(act(x), p, seed) in one pass, in place (p = 0: the activation only).

@@ -645,8 +645,7 @@ class GATConv(torch.nn.Module):
             src = edge_index.gather(torch.cat([feat, el], 1))
             feat, el = src[:, : H * C], src[:, H * C:]
         p = self.dropout if self.training else 0.0
-        seed = (torch.randint(0, 2**62, (1,), dtype=torch.int64) if p > 0
-                else torch.zeros(1, dtype=torch.int64))
+        seed = _ops.draw_seed(feat) if p > 0 else torch.zeros(1, dtype=torch.int64)
         # Heads of 4 or more features run at a width rounded up to a multiple of 4 (zero
         # columns, sliced off after): float4 loads instead of scalar ones. The attention logits
         # above use the true width, so the scores are unchanged. H100, 114M edges, one head:

@@ -34,6 +34,26 @@ namespace spgnn::detail {
 
 namespace spgnn::detail {
 
+// While a stream is being captured into a CUDA graph (torch.cuda.graph, CUDA-graph trees), the
+// default ("global") capture mode makes cudaMalloc and other calls that are not stream-ordered
+// fail on every thread. spgnn's persistent buffers (a counter per stream, say) may first be
+// needed inside a capture, on the capture's own stream: they are allocated in relaxed mode, where
+// such a call is allowed and, not being stream-ordered, is simply not recorded. The previous mode
+// is restored at the end of the scope.
+struct CaptureRelaxed {
+  cudaStreamCaptureMode prev = cudaStreamCaptureModeRelaxed;
+  CaptureRelaxed() { cudaThreadExchangeStreamCaptureMode(&prev); }
+  ~CaptureRelaxed() { cudaThreadExchangeStreamCaptureMode(&prev); }
+  CaptureRelaxed(const CaptureRelaxed&) = delete;
+  CaptureRelaxed& operator=(const CaptureRelaxed&) = delete;
+};
+
+inline bool stream_capturing(cudaStream_t st) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  SPGNN_CUDA_CHECK(cudaStreamIsCapturing(st, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 // Owns a device allocation (for kernel scratch space; tensors own theirs through Storage).
 class DeviceBuffer {
  public:
@@ -56,6 +76,7 @@ class DeviceBuffer {
     if (bytes > bytes_) resize(bytes);
   }
   void resize(size_t bytes) {
+    CaptureRelaxed relaxed;  // (a first use inside a CUDA-graph capture)
     reset();
     if (bytes) SPGNN_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
     bytes_ = bytes;

@@ -90,12 +90,15 @@ struct GatArgs {
   float p_drop;
   float scale;
   uint64_t seed;
+  const uint64_t* seed_ptr;  // when set, the seed is read here (GatParams::dropout_seed_device)
   bool dropout;
 };
 
 template <class I>
 __device__ __forceinline__ float drop_factor(const GatArgs<I>& a, int64_t j, int64_t h) {
-  return a.dropout ? attention_dropout_factor(a.seed, j, h, a.p_drop, a.scale) : 1.f;
+  return a.dropout ? attention_dropout_factor(a.seed_ptr ? *a.seed_ptr : a.seed, j, h, a.p_drop,
+                                              a.scale)
+                   : 1.f;
 }
 
 // ---- forward ---------------------------------------------------------------------------------
@@ -144,6 +147,7 @@ struct FwdArgs {
   float p_drop;
   float scale;
   uint64_t seed;
+  const uint64_t* seed_ptr;  // when set, the seed is read here (GatParams::dropout_seed_device)
   bool dropout;
 };
 
@@ -290,7 +294,9 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, i
       const float w = expf(s - M);
       z += w;
       if (L.writer && (kPartial || !last)) a.attn[j * a.H + L.h] = s;
-      wd = a.dropout ? w * attention_dropout_factor(a.seed, j, L.h, a.p_drop, a.scale) : w;
+      wd = a.dropout ? w * attention_dropout_factor(a.seed_ptr ? *a.seed_ptr : a.seed, j, L.h,
+                                                    a.p_drop, a.scale)
+                     : w;
     }
     if (last) s_last = s;
 #pragma unroll
@@ -731,6 +737,7 @@ GatArgs<I> make_args(const GatProblem& p, const gnnone::Geometry& geo) {
   a.p_drop = p.dropout;
   a.scale = p.dropout_scale;
   a.seed = p.seed;
+  a.seed_ptr = p.seed_ptr;
   return a;
 }
 
@@ -1053,6 +1060,7 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
   a.p_drop = p.dropout;
   a.scale = p.dropout_scale;
   a.seed = p.seed;
+  a.seed_ptr = p.seed_ptr;
   const bool k1 = geo.K == 1;  // else K = 8 / V
   switch (geo.V) {
     case 4: (k1 ? forward_v<I, 4, 1> : forward_v<I, 4, 2>)(a, *s, geo.chunks, warps, st); break;

@@ -133,7 +133,19 @@ struct BuiltOn {
     SPGNN_CUDA_CHECK(cudaEventRecord(event, st));
   }
   void wait(cudaStream_t st) const {
-    if (event) SPGNN_CUDA_CHECK(cudaStreamWaitEvent(st, event, 0));
+    if (!event) return;
+    if (stream_capturing(st)) {
+      // A CUDA graph cannot depend on work outside its capture. The build ran before the capture
+      // began (a capture follows an uncaptured warm-up step), so once it has finished there is
+      // nothing to wait for; one still running becomes the graph's wait on an external event.
+      CaptureRelaxed relaxed;
+      const cudaError_t done = cudaEventQuery(event);
+      if (done == cudaSuccess) return;
+      if (done != cudaErrorNotReady) SPGNN_CUDA_CHECK(done);
+      SPGNN_CUDA_CHECK(cudaStreamWaitEvent(st, event, cudaEventWaitExternal));
+      return;
+    }
+    SPGNN_CUDA_CHECK(cudaStreamWaitEvent(st, event, 0));
   }
 };
 
