@@ -243,8 +243,13 @@ class CommStats:
 class _Timed:
     def __init__(self, stats: CommStats, device: torch.device):
         self.stats, self.cuda = stats, device.type == "cuda"
+        # Inside a CUDA-graph capture nothing runs, and timing events recorded there could not
+        # be read: the collective goes untimed (train.py --cuda-graph reports no comm time).
+        self.off = self.cuda and torch.cuda.is_current_stream_capturing()
 
     def __enter__(self):
+        if self.off:
+            return
         if self.cuda:
             self.start = torch.cuda.Event(enable_timing=True)
             self.start.record()
@@ -252,6 +257,8 @@ class _Timed:
             self.t0 = time.perf_counter()
 
     def __exit__(self, *exc):
+        if self.off:
+            return False
         if self.cuda:
             end = torch.cuda.Event(enable_timing=True)
             end.record()

@@ -43,6 +43,9 @@ MODELS = ("gcn", "sage", "gin", "gat")
 DTYPES = ("fp32", "bf16", "fp16")
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 _SEEDS = 2**64  # torch.manual_seed takes seeds below 2^64 (an overflow traceback past them)
+# --cuda-graph: eager steps before the capture (first-use builds, cached variants, the
+# optimizer's state, NCCL's communicators all exist by then; torch's recipe warms up 3).
+WARMUP_STEPS = 3
 # Where --dataset names are looked up: $SPGNN_DATA, else the checkout's ../shared/data.
 DATA = os.environ.get("SPGNN_DATA") or os.path.normpath(
     os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "..", "shared", "data"))
@@ -125,6 +128,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                          "exchange behind the owned-source edges (one product per aggregation "
                          "instead of two: less host work a step, for narrow models whose "
                          "exchange is small)")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="capture the training step (forward, loss, backward, the gradient "
+                         f"all-reduce, Adam) in a CUDA graph after {WARMUP_STEPS} eager steps and "
+                         "replay it: no per-step host work (CUDA only; not with --dtype fp16, "
+                         "whose loss scaler reads the GPU every step, nor --stale-halos)")
     ap.add_argument("--dtype", choices=DTYPES, default="fp32",
                     help="bf16/fp16: mixed precision with torch.autocast (float32 weights and "
                          "optimizer state; fp16 with loss scaling)")
@@ -183,6 +191,16 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         ap.error("--stale-halos applies to --dist training")
     if args.no_overlap and args.dist is None:
         ap.error("--no-overlap applies to --dist training")
+    if args.cuda_graph:
+        if args.device == "cpu":
+            ap.error("--cuda-graph captures CUDA work; --device cpu has none")
+        if args.dtype == "fp16":
+            ap.error("--cuda-graph with --dtype fp16: the loss scaler checks the gradients for "
+                     "inf/NaN on the host every step, which a CUDA graph cannot replay (bf16 "
+                     "needs no scaler)")
+        if args.stale_halos:
+            ap.error("--cuda-graph with --stale-halos: a stale step waits on the previous step's "
+                     "exchange, which a graph replaying one step cannot hold")
     if args.dataset is None and args.dist is None:
         args.dataset = "cora"
     return args
@@ -365,7 +383,12 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
     # The same initial weights on every rank (seeded above), different dropout masks per rank
     # (wrapped into torch's seed range, which large --seed values would leave).
     torch.manual_seed((seed * 1_000_003 + rank) % _SEEDS)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    graphed = bool(getattr(args, "cuda_graph", False))
+    if graphed and dev.type != "cuda":
+        raise SystemExit(f"--cuda-graph needs a CUDA device; this run is on {dev}")
+    # (capturable: the step count and bias corrections stay on the GPU, as a graph needs)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
+                           capturable=graphed)
     train_idx, val_idx, test_idx = d.splits
     counts = _sum([float(0 if i is None else i.numel()) for i in d.splits], dev, distributed)
     if counts[0] == 0:
@@ -377,20 +400,16 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
 
     def forward():
         # Mixed precision as PyTorch does it: the model's weights stay float32, the GEMMs (and on
-        # the CPU spgnn's ops) run in the half dtype, the loss in float32.
-        with torch.autocast(dev.type, dtype=half or torch.float32, enabled=half is not None):
+        # the CPU spgnn's ops) run in the half dtype, the loss in float32. (No cast cache in a
+        # graph: torch's autocast cache does not survive a capture.)
+        with torch.autocast(dev.type, dtype=half or torch.float32, enabled=half is not None,
+                            cache_enabled=not graphed):
             return model(d.x, d.graph).float()
 
     # float16's range needs loss scaling (its gradients underflow); bfloat16 has float32's.
     scaler = torch.amp.GradScaler(dev.type, enabled=args.dtype == "fp16")
-    best_val, test_at_best, times, comm, rows = -1.0, 0.0, [], [], []
-    for epoch in range(1, args.epochs + 1):
-        if d.stats is not None:
-            d.stats.reset()
-        reduce_stats.reset()
-        _sync(dev)
-        t0 = time.perf_counter()
-        model.train()
+
+    def train_step():
         opt.zero_grad(set_to_none=True)
         if isinstance(d.graph, DistGraph):
             d.graph.begin_step()
@@ -404,12 +423,45 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
             all_reduce_gradients(model, stats=reduce_stats)
         scaler.step(opt)
         scaler.update()
+        return loss
+
+    # --cuda-graph: the warm-up steps run on a side stream (as torch's capture recipe does, so
+    # that no lazily made state belongs to the default stream), then one step is captured and
+    # every later epoch replays it. The collectives' time is not measured inside a graph (their
+    # timing events would be recorded into it); the bytes are those the captured step moves.
+    graph, side, step_bytes = None, (torch.cuda.Stream(dev) if graphed else None), 0
+    best_val, test_at_best, times, comm, rows = -1.0, 0.0, [], [], []
+    for epoch in range(1, args.epochs + 1):
+        if d.stats is not None:
+            d.stats.reset()
+        reduce_stats.reset()
+        _sync(dev)
+        t0 = time.perf_counter()
+        model.train()
+        if not graphed:
+            loss = train_step()
+        elif epoch <= WARMUP_STEPS:
+            side.wait_stream(torch.cuda.current_stream(dev))
+            with torch.cuda.stream(side):
+                loss = train_step()
+            torch.cuda.current_stream(dev).wait_stream(side)
+        else:
+            if graph is None:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    loss = train_step()
+                captured = [d.stats.collect() if d.stats is not None else None,
+                            reduce_stats.collect()]
+                step_bytes = sum(c["bytes_sent"] for c in captured if c)
+            graph.replay()
         _sync(dev)
         ms = (time.perf_counter() - t0) * 1e3
         halo = d.stats.collect() if d.stats is not None else None
         red = reduce_stats.collect()
         comm_ms = ((halo["seconds"] if halo else 0.0) + red["seconds"]) * 1e3
         sent = (halo["bytes_sent"] if halo else 0) + red["bytes_sent"]
+        if graph is not None:
+            comm_ms, sent = float("nan"), step_bytes
         times.append(ms)
         comm.append(comm_ms)
         last = epoch == args.epochs
@@ -439,6 +491,8 @@ def train_once(args, d: _Data, dev, seed: int, rank: int, world: int, distribute
     skip = min(5, len(times) - 1)
     med = sorted(times[skip:])[len(times[skip:]) // 2]
     med_comm = sorted(comm[skip:])[len(comm[skip:]) // 2]
+    if math.isnan(med_comm):  # (replayed steps: not measured, JSON's null)
+        med_comm = None
     # An empty split has no accuracy (None, JSON's null): 0 would read as a model that got
     # every vertex wrong.
     return {"seed": seed, "test_acc": test_at_best if counts[2] else None,
@@ -484,6 +538,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
     summary = {
         "model": args.model, "maxk": args.maxk, "dataset": args.dist or args.dataset,
         "dtype": args.dtype, "stale_halos": bool(args.stale_halos),
+        "cuda_graph": bool(getattr(args, "cuda_graph", False)),
         # (whether the exchange hid behind the owned-source edges: stale halos need no overlap)
         "overlap": bool(isinstance(d.graph, DistGraph) and d.graph.overlap),
         "ranks": world, "device": str(dev), "epochs": args.epochs,
@@ -498,11 +553,13 @@ def run(args: argparse.Namespace, log=print) -> dict:
     if rank == 0:
         acc = ("n/a (empty test split)" if summary["test_acc_mean"] is None
                else f"{summary['test_acc_mean']:.4f} (mean of {len(accs)})")
+        comm_text = ("n/a (in the CUDA graph)" if None in summary["comm_ms"]
+                     else f"{min(summary['comm_ms']):.2f} ms")
         log(f"{args.model}{'-maxk' + str(args.maxk) if args.maxk else ''} "
             f"({args.dtype}) on "
             f"{summary['dataset']}, {world} rank(s) on {dev.type}: test accuracy {acc}, "
             f"{min(summary['epoch_ms']):.2f} ms/epoch (median), comm "
-            f"{min(summary['comm_ms']):.2f} ms, halo fraction "
+            f"{comm_text}, halo fraction "
             f"{max(summary['halo_fraction']):.3f}, memory "
             f"{max(summary['memory_mib']):.1f} MiB per rank (max)")
         if args.json:

@@ -92,10 +92,15 @@ def test_bad_launches_are_named(planted, capsys):
                       (["--model", "gat", "--heads", "2", "--hidden", "4", "--maxk", "9"],
                        "hidden width 8 (--hidden x --heads)"),
                       (["--device", "tpu"], "--device must be auto, cpu, cuda or cuda:N"),
-                      (["--json", "/nonexistent-dir/r.json"], "no directory /nonexistent-dir")):
+                      (["--json", "/nonexistent-dir/r.json"], "no directory /nonexistent-dir"),
+                      (["--cuda-graph", "--device", "cpu"], "--device cpu has none"),
+                      (["--cuda-graph", "--dtype", "fp16"], "loss scaler checks the gradients")):
         with pytest.raises(SystemExit):
             train.parse_args(["--dataset", str(ds), *bad])
         assert what in capsys.readouterr().err, bad
+    with pytest.raises(SystemExit):
+        train.parse_args(["--dist", str(parts), "--cuda-graph", "--stale-halos"])
+    assert "--cuda-graph with --stale-halos" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="no directory"):
         _single("--dataset", str(ds) + "-missing")
     # a dataset directory, not a partition
