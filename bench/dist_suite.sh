@@ -11,6 +11,8 @@
 #   DTYPE=fp32|bf16|fp16: every run's --dtype (mixed precision; 2-byte halos)
 #   IMBALANCE=1.05: the partitions' --imbalance (metis, ldg; a new value makes new partitions)
 #   NO_OVERLAP=1: each partitioned run again with --no-overlap (the halo fetched first)
+#   CUDA_GRAPH=1: the one-device run and each partitioned run again with --cuda-graph (the step
+#                 captured once and replayed; "vs 1" then compares with the one-device graphed run)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SPGNN="${SPGNN:-$ROOT/build/spgnn}"
@@ -55,6 +57,11 @@ for model in ${MODELS:-sage gcn}; do
   # shellcheck disable=SC2046
   "$PY" -m spgnn.train --dataset "$ds" $(model_args "$model") "${common[@]}" \
     --json "$OUT/dist-$model-1.json"
+  if [ "${CUDA_GRAPH:-0}" = 1 ]; then
+    # shellcheck disable=SC2046
+    "$PY" -m spgnn.train --dataset "$ds" $(model_args "$model") "${common[@]}" --cuda-graph \
+      --json "$OUT/dist-$model-1-graph.json"
+  fi
   for method in ${METHODS:-metis random}; do
     pm="$(sfx "$method")"
     # shellcheck disable=SC2046
@@ -66,6 +73,12 @@ for model in ${MODELS:-sage gcn}; do
       OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}" "$PY" -m torch.distributed.run \
         --nproc-per-node "$PARTS" -m spgnn.train --dist "$ds-$pm-$PARTS" --no-overlap \
         $(model_args "$model") "${common[@]}" --json "$OUT/dist-$model-$pm-noov-$PARTS.json"
+    fi
+    if [ "${CUDA_GRAPH:-0}" = 1 ]; then
+      # shellcheck disable=SC2046
+      OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}" "$PY" -m torch.distributed.run \
+        --nproc-per-node "$PARTS" -m spgnn.train --dist "$ds-$pm-$PARTS" --cuda-graph \
+        $(model_args "$model") "${common[@]}" --json "$OUT/dist-$model-$pm-graph-$PARTS.json"
     fi
     if [ "${STALE:-0}" = 1 ]; then
       # shellcheck disable=SC2046
@@ -83,20 +96,22 @@ rows = []
 for f in sorted(os.listdir(out)):
     if f.startswith("dist-") and f.endswith(".json"):
         rows.append(json.load(open(os.path.join(out, f))))
-one = {r["model"]: r for r in rows if r["ranks"] == 1}
+one = {(r["model"], bool(r.get("cuda_graph"))): r for r in rows if r["ranks"] == 1}
 print(f"| model | ranks | partition | ms/epoch | vs 1 | comm ms | halo fraction | sent MiB/epoch"
       " | memory MiB (max) | test acc |")
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 for r in sorted(rows, key=lambda r: (r["model"], r["ranks"], r["dataset"])):
     ms = min(r["epoch_ms"])
-    base = one.get(r["model"])
+    base = one.get((r["model"], bool(r.get("cuda_graph"))))
     vs = f"{min(base['epoch_ms']) / ms:.2f}x" if base else "-"
     method = "-" if r["ranks"] == 1 else os.path.basename(r["dataset"]).split("-")[-2]
     method += " stale" if r.get("stale_halos") else ""
     method += " no-overlap" if r["ranks"] > 1 and r.get("overlap") is False \
         and not r.get("stale_halos") else ""
     method += f" {r['dtype']}" if r.get("dtype", "fp32") != "fp32" else ""
-    print(f"| {r['model']} | {r['ranks']} | {method} | {ms:.2f} | {vs} | {min(r['comm_ms']):.2f} |"
+    method += " cuda-graph" if r.get("cuda_graph") else ""
+    comm = "-" if None in r["comm_ms"] else f"{min(r['comm_ms']):.2f}"
+    print(f"| {r['model']} | {r['ranks']} | {method} | {ms:.2f} | {vs} | {comm} |"
           f" {max(r['halo_fraction']):.3f} | {max(r['sent_mib_per_epoch']):.1f} |"
           f" {max(r['memory_mib']):.0f} | {r['test_acc_mean']:.4f} |")
 for method in ("metis", "random", "ldg", "range"):

@@ -5,7 +5,8 @@
 #   sym  er --n 232965 --avg-degree 246 --seed 1 --symmetrize   (~114.5M edges)
 #   dir  er --n 232965 --avg-degree 489 --seed 1                (~113.8M edges, directed)
 #   SPGNN=build/spgnn  PYTHONPATH=build/python  GRAPHS="sym dir"  EPOCHS=20
-#   MODELS=gcn,gin,sage,gat  SKIP_PYG=1  SKIP_COMPILE=1  OUT_JSON_DIR=dir for the JSON results
+#   MODELS=gcn,gin,sage,gat  SKIP_PYG=1  SKIP_COMPILE=1  SKIP_GRAPH=1  OUT_JSON_DIR=dir for JSON
+#   (SKIP_GRAPH: no spgnn.nn step captured in a CUDA graph and replayed)
 #   SPLIT=mask|index   training nodes as a boolean mask (default) or an index tensor
 #   MASK_COST=1        then bench/mask_cost.py on each graph (MODELS' first model): what the
 #                      mask costs a step with spgnn.nn and with PyG, interleaved in one run
@@ -21,6 +22,7 @@ mkdir -p "$WORK"
 extra=()
 [ "${SKIP_PYG:-0}" = 1 ] && extra+=(--skip-pyg)
 [ "${SKIP_COMPILE:-0}" = 1 ] && extra+=(--skip-compile)
+[ "${SKIP_GRAPH:-0}" = 1 ] && extra+=(--skip-graph)
 for g in ${GRAPHS:-sym dir}; do
   case "$g" in
     sym) gen=(--avg-degree 246 --symmetrize) ;;

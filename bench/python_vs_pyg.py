@@ -4,7 +4,9 @@ torch.compile(fullgraph=True)), the same loop with torch_geometric.nn layers (Py
 edge_index or a sparse adj_t, GCNConv cached), and `spgnn train` on the same graph and model.
 
 Usage: bench/python_vs_pyg.py --spgnn build/spgnn --graph G.npy --graph-spg G.spg [--name sym]
-       [--models gcn,gin,sage,gat] [--epochs 20] [--json out.json]
+       [--models gcn,gin,sage,gat] [--epochs 20] [--json out.json] [--skip-graph]
+"graphed" is the spgnn.nn step captured once in a CUDA graph (torch.cuda.graph) and replayed
+(python/examples/speed_vs_pyg.py's time_training_graphed): no per-step host work.
 G.npy is an edge_index ([2, E], row 0 = source: what `spgnn generate -o G.npy` writes); G.spg
 the same graph for the CLI. Models and sizes are python/examples/speed_vs_pyg.py's (the
 training suite's): gcn 2x16, gin 5x64, sage 4x256, gat 5x16 (1 head), 602 features, 41
@@ -55,6 +57,8 @@ def main():
                     help="training nodes as a boolean mask or an index tensor")
     ap.add_argument("--skip-pyg", action="store_true")
     ap.add_argument("--skip-compile", action="store_true")
+    ap.add_argument("--skip-graph", action="store_true",
+                    help="skip the spgnn.nn step captured in a CUDA graph and replayed")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     dev = torch.device("cuda")
@@ -67,8 +71,9 @@ def main():
     print(f"{label}: {n} nodes, {ei.shape[1]} edges, training nodes by {a.split}, torch "
           f"{torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
     fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else str(v)  # noqa: E731
-    print(f"{'model':<6} {'spgnn train':>12} {'spgnn.nn':>10} {'compiled':>10} {'PyG ei':>10} "
-          f"{'PyG adj_t':>10} {'nn/train':>9} {'vs PyG':>8} {'compiled/eager':>15}", flush=True)
+    print(f"{'model':<6} {'spgnn train':>12} {'spgnn.nn':>10} {'compiled':>10} {'graphed':>10} "
+          f"{'PyG ei':>10} {'PyG adj_t':>10} {'nn/train':>9} {'graphed/train':>14} "
+          f"{'vs PyG':>8} {'graphed vs PyG':>15} {'compiled/eager':>15}", flush=True)
     rows = {}
     adj_t = None
     import spgnn
@@ -83,6 +88,11 @@ def main():
             r["spgnn_nn_compiled"] = speed.attempt(lambda: speed.time_training(
                 speed.make_model(spgnn.nn, name, a.features, a.classes), x, y, mask, ei,
                 a.epochs, a.warmup, compile_=True))
+        if not a.skip_graph:
+            torch.manual_seed(0)
+            r["spgnn_nn_graphed"] = speed.attempt(lambda: speed.time_training_graphed(
+                speed.make_model(spgnn.nn, name, a.features, a.classes), x, y, mask, ei,
+                a.epochs, a.warmup))
         if not a.skip_pyg:
             import torch_geometric.nn as pyg
             from torch_geometric.utils import to_torch_csr_tensor
@@ -98,10 +108,14 @@ def main():
         best = min((v for k, v in r.items() if k.startswith("pyg") and isinstance(v, float)),
                    default=None)
         ratio = lambda p, q: f"{p / q:.2f}" if isinstance(p, float) and isinstance(q, float) else "-"  # noqa: E731
+        gr = r.get("spgnn_nn_graphed")
         print(f"{name:<6} {fmt(r['spgnn_train']):>12} {fmt(ours):>10} "
-              f"{fmt(r.get('spgnn_nn_compiled', '-')):>10} {fmt(r.get('pyg_edge_index', '-')):>10} "
+              f"{fmt(r.get('spgnn_nn_compiled', '-')):>10} {fmt(gr or '-'):>10} "
+              f"{fmt(r.get('pyg_edge_index', '-')):>10} "
               f"{fmt(r.get('pyg_adj_t', '-')):>10} {ratio(ours, r['spgnn_train']):>9} "
+              f"{ratio(gr, r['spgnn_train']):>14} "
               f"{(ratio(best, ours) + 'x') if best else '-':>8} "
+              f"{(ratio(best, gr) + 'x') if best and isinstance(gr, float) else '-':>15} "
               f"{ratio(r.get('spgnn_nn_compiled'), ours):>15}", flush=True)
         rows[name] = r
     if a.json:
