@@ -6,7 +6,8 @@ edge_index or a sparse adj_t, GCNConv cached), and `spgnn train` on the same gra
 Usage: bench/python_vs_pyg.py --spgnn build/spgnn --graph G.npy --graph-spg G.spg [--name sym]
        [--models gcn,gin,sage,gat] [--epochs 20] [--json out.json] [--skip-graph]
 "graphed" is the spgnn.nn step captured once in a CUDA graph (torch.cuda.graph) and replayed
-(python/examples/speed_vs_pyg.py's time_training_graphed): no per-step host work.
+(python/examples/speed_vs_pyg.py's time_training_graphed): no per-step host work; "comp+graph"
+the torch.compile'd model's step captured the same way.
 G.npy is an edge_index ([2, E], row 0 = source: what `spgnn generate -o G.npy` writes); G.spg
 the same graph for the CLI. Models and sizes are python/examples/speed_vs_pyg.py's (the
 training suite's): gcn 2x16, gin 5x64, sage 4x256, gat 5x16 (1 head), 602 features, 41
@@ -73,7 +74,8 @@ def main():
     fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else str(v)  # noqa: E731
     print(f"{'model':<6} {'spgnn train':>12} {'spgnn.nn':>10} {'compiled':>10} {'graphed':>10} "
           f"{'PyG ei':>10} {'PyG adj_t':>10} {'nn/train':>9} {'graphed/train':>14} "
-          f"{'vs PyG':>8} {'graphed vs PyG':>15} {'compiled/eager':>15}", flush=True)
+          f"{'vs PyG':>8} {'graphed vs PyG':>15} {'compiled/eager':>15} {'comp+graph':>11} "
+          f"{'comp+graph/eager':>17}", flush=True)
     rows = {}
     adj_t = None
     import spgnn
@@ -93,6 +95,13 @@ def main():
             r["spgnn_nn_graphed"] = speed.attempt(lambda: speed.time_training_graphed(
                 speed.make_model(spgnn.nn, name, a.features, a.classes), x, y, mask, ei,
                 a.epochs, a.warmup))
+            if not a.skip_compile:
+                torch._dynamo.reset()
+                torch.manual_seed(0)
+                r["spgnn_nn_compiled_graphed"] = speed.attempt(
+                    lambda: speed.time_training_graphed(
+                        speed.make_model(spgnn.nn, name, a.features, a.classes), x, y, mask, ei,
+                        a.epochs, a.warmup, compile_=True))
         if not a.skip_pyg:
             import torch_geometric.nn as pyg
             from torch_geometric.utils import to_torch_csr_tensor
@@ -116,7 +125,9 @@ def main():
               f"{ratio(gr, r['spgnn_train']):>14} "
               f"{(ratio(best, ours) + 'x') if best else '-':>8} "
               f"{(ratio(best, gr) + 'x') if best and isinstance(gr, float) else '-':>15} "
-              f"{ratio(r.get('spgnn_nn_compiled'), ours):>15}", flush=True)
+              f"{ratio(r.get('spgnn_nn_compiled'), ours):>15} "
+              f"{fmt(r.get('spgnn_nn_compiled_graphed', '-')):>11} "
+              f"{ratio(r.get('spgnn_nn_compiled_graphed'), ours):>17}", flush=True)
         rows[name] = r
     if a.json:
         speed.write_json(a.json, {"graph": label, "nodes": n, "edges": int(ei.shape[1]),

@@ -99,20 +99,23 @@ def time_training(model, x, y, mask, edge, epochs, warmup, compile_=False):
     return times[len(times) // 2]
 
 
-def time_training_graphed(model, x, y, mask, edge, epochs, warmup):
+def time_training_graphed(model, x, y, mask, edge, epochs, warmup, compile_=False):
     """The same training step captured once in a CUDA graph and replayed (torch.cuda.graph):
     ms per replayed step. The step runs eagerly ``warmup`` times first (at least 2, on a side
     stream, torch's recipe), so every cached graph variant and Adam's state exist before the
     capture. A boolean mask becomes an index tensor before the capture: indexing by a mask makes
-    the host wait for the GPU, which a graph cannot replay. Adam is ``capturable``."""
+    the host wait for the GPU, which a graph cannot replay. Adam is ``capturable``. With
+    ``compile_`` the model is torch.compile'd first (its warm-up steps compile it), and the
+    compiled step is what the graph captures."""
     model = model.to(x.device).train()
+    run = torch.compile(model, fullgraph=True) if compile_ else model
     opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4, capturable=True)
     idx = mask.nonzero().flatten() if mask.dtype == torch.bool else mask
     xi, yi = x, y[idx]
 
     def step():
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(xi, edge)[idx], yi).backward()
+        F.cross_entropy(run(xi, edge)[idx], yi).backward()
         opt.step()
 
     side = torch.cuda.Stream()

@@ -36,11 +36,12 @@ _lib = "spgnn"
 register_fake = torch.library.register_fake
 register_autograd = torch.library.register_autograd
 
-# Every spgnn op is tagged cudagraph_unsafe where torch has that tag: the ops allocate device
-# workspace with cudaMalloc on first use per stream and find graphs through host-side handles,
-# neither of which a CUDA graph can record (torch 2.11 under torch.compile(mode="reduce-overhead")
-# stopped with cudaErrorStreamCaptureUnsupported). Tagged, they run outside inductor's CUDA graphs
-# (between graph partitions, or with CUDA graphs skipped for that region) instead of failing.
+# Every spgnn op is tagged cudagraph_unsafe where torch has that tag, so that
+# torch.compile(mode="reduce-overhead") runs them between its CUDA-graph partitions instead of
+# recording them: a model reaches its graphs through host-side handles, whose lookups (and the
+# variants built on first use) inductor's graph trees would not replay. The ops themselves can be
+# captured: torch.cuda.graph over a whole eager or compiled training step, after a warm-up step
+# (python/tests/test_cuda_graph.py), replays them with no host work.
 _UNSAFE_TAGS = tuple(t for t in (getattr(torch.Tag, "cudagraph_unsafe", None),) if t is not None)
 
 

@@ -72,6 +72,48 @@ def test_replayed_training_steps_equal_eager(gen, model, kind):
             assert rel_err(a.detach(), b.detach()) < 1e-4, i
 
 
+@pytest.mark.parametrize("model", ["gcn", "gat", "sage"])
+def test_compiled_model_can_be_captured(gen, model):
+    """torch.compile'd spgnn.nn models (the ops run between inductor's kernels) are captured
+    the same way, after the warm-up steps that compile them; replays equal eager steps."""
+    torch._dynamo.reset()
+    ei, n = make_edge_index("skewed", gen, n=80)
+    ei = ei.cuda()
+    torch.manual_seed(0)
+    eager = train.Net(model, 12, 8, 5, layers=2, heads=2, dropout=0.0).cuda()
+    twin = copy.deepcopy(eager)
+    compiled = torch.compile(twin, fullgraph=True)
+    opt_e = torch.optim.Adam(eager.parameters(), lr=0.01, capturable=True)
+    opt_c = torch.optim.Adam(twin.parameters(), lr=0.01, capturable=True)
+    x = torch.empty(n, 12, device="cuda")
+    y = torch.randint(0, 5, (n,), generator=gen).cuda()
+
+    def step(m, opt):
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(m(x, ei), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    graph = None
+    for i in range(5):
+        x.copy_(randn(gen, n, 12, device="cuda"))
+        loss_e = step(eager, opt_e)
+        if i < 2:
+            loss_c = _side(lambda: step(compiled, opt_c))
+        else:
+            if graph is None:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    loss_c = step(compiled, opt_c)
+            graph.replay()
+        torch.cuda.synchronize()
+        assert rel_err(loss_c.detach(), loss_e.detach()) < 1e-5, i
+        for a, b in zip(twin.parameters(), eager.parameters()):
+            assert rel_err(a.detach(), b.detach()) < 1e-4, i
+    torch._dynamo.reset()
+
+
 def test_dropout_reads_its_seed_on_the_device(gen):
     """A captured dropout (forward and backward) reads the seed tensor as it runs: replayed with
     seed s written into it, it gives exactly the eager op's result for the host seed s."""
