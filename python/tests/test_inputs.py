@@ -493,3 +493,30 @@ def test_argument_checks_trace_under_torch_compile(gen):
     for F in (8, 12):
         x, d_out = randn(gen, n, F), randn(gen, n, F)
         assert torch.allclose(compiled(x, d_out), f(x, d_out), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_seed_is_checked(gen, device):
+    """The seed a kernel reads on the device (what makes a captured dropout draw a new mask per
+    replay) must be one int64 on the input's CUDA device; anything else is named, not read."""
+    x = randn(gen, 8, 4, device=device)
+    out = torch.empty_like(x)
+    st = spgnn._runtime.stream_of(x)
+    bad = [torch.zeros(2, dtype=torch.int64, device=device),
+           torch.zeros(1, dtype=torch.float32, device=device)]
+    if device == "cpu":  # a CPU input has no device to read a seed on
+        bad.append(torch.zeros(1, dtype=torch.int64))
+    else:
+        bad.append(torch.zeros(1, dtype=torch.int64))  # on the host, for a GPU input
+    for seed in bad:
+        with pytest.raises(ValueError, match="device_seed"):
+            _C.dropout(x, 0.5, 1, out, st, seed)
+    ei, n = make_edge_index("uniform", gen, n=8)
+    g = spgnn.Graph(ei.to(device), n)
+    feat, el, er = randn(gen, n, 4, device=device), randn(gen, n, 1, device=device), \
+        randn(gen, n, 1, device=device)
+    o, attn = torch.empty(n, 4, device=device), torch.empty(g.num_edges, 1, device=device)
+    for seed in bad:
+        with pytest.raises(ValueError, match="device_seed"):
+            _C.gat_aggregate(g.handle().untyped_storage().data_ptr(), feat, el, er, 1, 0.2, 0.5,
+                             1, o, attn, st, "", seed)
