@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import spgnn
 from spgnn import train
@@ -101,6 +102,9 @@ def test_bad_launches_are_named(planted, capsys):
     with pytest.raises(SystemExit):
         train.parse_args(["--dist", str(parts), "--cuda-graph", "--stale-halos"])
     assert "--cuda-graph with --stale-halos" in capsys.readouterr().err
+    if not torch.cuda.is_available():  # --device auto lands on the CPU: named, not a traceback
+        with pytest.raises(SystemExit, match="--cuda-graph needs a CUDA device"):
+            _single("--dataset", str(ds), "--cuda-graph", "--epochs", "1")
     with pytest.raises(SystemExit, match="no directory"):
         _single("--dataset", str(ds) + "-missing")
     # a dataset directory, not a partition
