@@ -14,6 +14,7 @@ from spgnn import _ops, ops
 from spgnn import train
 
 from conftest import HAS_GPU, make_edge_index, randn, rel_err
+from test_train import _torchrun, planted  # noqa: F401 -- the fixture (its 2-part partition too)
 
 pytestmark = pytest.mark.gpu
 
@@ -31,19 +32,19 @@ def _side(fn):
     return r
 
 
-@pytest.mark.parametrize("kind", ["skewed", "empty_rows"])
-@pytest.mark.parametrize("model", MODELS)
-def test_replayed_training_steps_equal_eager(gen, model, kind):
-    """Two copies of a model train on the same inputs: one eagerly, one by replaying a captured
-    step (after 2 eager warm-up steps). New feature values are written into the captured input
-    before each replay, so the graph must read them. Parameters agree after every step."""
+def _train_eager_and_replayed(gen, model, kind, steps, compile_=False):
+    """Two copies of a model train on the same inputs: one eagerly, one (torch.compile'd with
+    ``compile_``) by replaying a step captured after 2 eager warm-up steps on a side stream. New
+    feature values are written into the captured input before each replay, so the graph must
+    read them. The losses and parameters agree after every step."""
     ei, n = make_edge_index(kind, gen, n=80)
     ei = ei.cuda()
     torch.manual_seed(0)
     eager = train.Net(model, 12, 8, 5, layers=2, heads=2, dropout=0.0).cuda()
-    graphed = copy.deepcopy(eager)
+    twin = copy.deepcopy(eager)
+    run = torch.compile(twin, fullgraph=True) if compile_ else twin
     opt_e = torch.optim.Adam(eager.parameters(), lr=0.01, capturable=True)
-    opt_g = torch.optim.Adam(graphed.parameters(), lr=0.01, capturable=True)
+    opt_g = torch.optim.Adam(twin.parameters(), lr=0.01, capturable=True)
     x = torch.empty(n, 12, device="cuda")
     y = torch.randint(0, 5, (n,), generator=gen).cuda()
 
@@ -55,21 +56,28 @@ def test_replayed_training_steps_equal_eager(gen, model, kind):
         return loss
 
     graph, loss_g = None, None
-    for i in range(6):
+    for i in range(steps):
         x.copy_(randn(gen, n, 12, device="cuda"))
         loss_e = step(eager, opt_e)
         if i < 2:
-            loss_g = _side(lambda: step(graphed, opt_g))
+            loss_g = _side(lambda: step(run, opt_g))
         else:
             if graph is None:
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph):
-                    loss_g = step(graphed, opt_g)
+                    loss_g = step(run, opt_g)
             graph.replay()
         torch.cuda.synchronize()
         assert rel_err(loss_g.detach(), loss_e.detach()) < 1e-5, (i, float(loss_g), float(loss_e))
-        for a, b in zip(graphed.parameters(), eager.parameters()):
+        for a, b in zip(twin.parameters(), eager.parameters()):
             assert rel_err(a.detach(), b.detach()) < 1e-4, i
+
+
+@pytest.mark.parametrize("kind", ["skewed", "empty_rows"])
+@pytest.mark.parametrize("model", MODELS)
+def test_replayed_training_steps_equal_eager(gen, model, kind):
+    """A replayed training step equals an eager one (_train_eager_and_replayed)."""
+    _train_eager_and_replayed(gen, model, kind, steps=6)
 
 
 @pytest.mark.parametrize("model", ["gcn", "gat", "sage"])
@@ -77,40 +85,7 @@ def test_compiled_model_can_be_captured(gen, model):
     """torch.compile'd spgnn.nn models (the ops run between inductor's kernels) are captured
     the same way, after the warm-up steps that compile them; replays equal eager steps."""
     torch._dynamo.reset()
-    ei, n = make_edge_index("skewed", gen, n=80)
-    ei = ei.cuda()
-    torch.manual_seed(0)
-    eager = train.Net(model, 12, 8, 5, layers=2, heads=2, dropout=0.0).cuda()
-    twin = copy.deepcopy(eager)
-    compiled = torch.compile(twin, fullgraph=True)
-    opt_e = torch.optim.Adam(eager.parameters(), lr=0.01, capturable=True)
-    opt_c = torch.optim.Adam(twin.parameters(), lr=0.01, capturable=True)
-    x = torch.empty(n, 12, device="cuda")
-    y = torch.randint(0, 5, (n,), generator=gen).cuda()
-
-    def step(m, opt):
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(m(x, ei), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    graph = None
-    for i in range(5):
-        x.copy_(randn(gen, n, 12, device="cuda"))
-        loss_e = step(eager, opt_e)
-        if i < 2:
-            loss_c = _side(lambda: step(compiled, opt_c))
-        else:
-            if graph is None:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    loss_c = step(compiled, opt_c)
-            graph.replay()
-        torch.cuda.synchronize()
-        assert rel_err(loss_c.detach(), loss_e.detach()) < 1e-5, i
-        for a, b in zip(twin.parameters(), eager.parameters()):
-            assert rel_err(a.detach(), b.detach()) < 1e-4, i
+    _train_eager_and_replayed(gen, model, "skewed", steps=5, compile_=True)
     torch._dynamo.reset()
 
 
@@ -210,22 +185,11 @@ def test_replays_draw_new_dropout_masks(gen):
     assert not torch.equal(masks[0], masks[1]) and not torch.equal(masks[1], masks[2])
 
 
-@pytest.fixture(scope="module")
-def planted_gpu(tmp_path_factory):
-    from test_train import _need_cli, _run_cli
-    _need_cli()
-    root = tmp_path_factory.mktemp("planted_gpu")
-    ds, parts = root / "ds", root / "parts"
-    _run_cli("generate", "planted", "--n", "600", "--classes", "4", "--seed", "3", "-o", ds)
-    _run_cli("partition", ds, "-o", parts, "--parts", "2")
-    return ds, parts
-
-
 @pytest.mark.parametrize("model", MODELS)
-def test_train_cuda_graph_trains_as_eager(planted_gpu, model):
+def test_train_cuda_graph_trains_as_eager(planted, model):
     """python -m spgnn.train --cuda-graph: without dropout the same trajectory as eager (the same
     accuracies, run by run); with dropout it trains (accuracy well above chance)."""
-    ds, _ = planted_gpu
+    ds, _ = planted
     common = ["--dataset", ds, "--model", model, "--epochs", "30", "--runs", "2", "--hidden",
               "8", "--heads", "2", "--device", "cuda"]
     run = lambda *a: train.run(train.parse_args([str(v) for v in (*common, *a)]),  # noqa: E731
@@ -241,11 +205,10 @@ def test_train_cuda_graph_trains_as_eager(planted_gpu, model):
 @pytest.mark.skipif(not HAS_GPU or torch.cuda.device_count() < 2,
                     reason="needs 2 GPUs (NCCL)")
 @pytest.mark.parametrize("model", ["gcn", "sage"])
-def test_two_gpus_cuda_graph_train_as_one(planted_gpu, tmp_path, model):
+def test_two_gpus_cuda_graph_train_as_one(planted, tmp_path, model):
     """--dist on 2 GPUs with --cuda-graph: the halo exchanges and the gradient all-reduce are
     captured with the step; without dropout the run matches one process's."""
-    from test_train import _torchrun
-    ds, parts = planted_gpu
+    ds, parts = planted
     common = ["--model", model, "--epochs", "30", "--dropout", "0", "--runs", "2", "--hidden",
               "8", "--device", "cuda"]
     one = train.run(train.parse_args([str(v) for v in ("--dataset", ds, *common)]),
