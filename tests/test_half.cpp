@@ -253,6 +253,24 @@ TEST(Half, AttentionOpsOnTheCpuMatchTheOracle) {
         EXPECT_LT(rel_error(gf, gf_want), tolerance(t));
         EXPECT_LT(rel_error(gl, gl_want), tolerance(t));
         EXPECT_LT(rel_error(gr, gr_want), tolerance(t));
+        // float32 gradient outputs (all three) take the float32 sums unrounded: what the cpu
+        // strategy computes on the widened inputs, exactly.
+        Tensor gf_f32, gl_f32, gr_f32;
+        gat_aggregate_backward(g, feat.astype(DType::f32), el.astype(DType::f32),
+                               er.astype(DType::f32), attn.astype(DType::f32),
+                               go.astype(DType::f32), params, gf_f32, gl_f32, gr_f32);
+        Tensor gf32 = Tensor::full({g.n_cols, H * F}, DType::f32, std::nan("")),
+               gl32 = Tensor::full({g.n_cols, H}, DType::f32, std::nan("")),
+               gr32 = Tensor::full({g.n_rows, H}, DType::f32, std::nan(""));
+        gat_aggregate_backward(g, feat, el, er, attn, go, params, gf32, gl32, gr32);
+        EXPECT_EQ(gf32.to_vector<float>(), gf_f32.to_vector<float>());
+        EXPECT_EQ(gl32.to_vector<float>(), gl_f32.to_vector<float>());
+        EXPECT_EQ(gr32.to_vector<float>(), gr_f32.to_vector<float>());
+        // Half outputs beside them are not a mix it takes: the rest come out half, named.
+        Tensor gl_half;
+        expect_throw<InvalidArgument>(
+            [&] { gat_aggregate_backward(g, feat, el, er, attn, go, params, gf32, gl_half, gr32); },
+            {"gat_aggregate_backward", "grad_feat"});
         // One half operand among float32 ones is named.
         Tensor o2, a2;
         expect_throw<InvalidArgument>(

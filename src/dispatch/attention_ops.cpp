@@ -46,13 +46,14 @@ std::string shape_of(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-// A float32 input on the graph's device with exactly `shape`; `expect` names the dimensions.
+// An input of dtype `dt` (float32 unless a half kernel reads it) on the graph's device with
+// exactly `shape`; `expect` names the dimensions.
 void check_input(const Tensor& t, const char* arg, const char* op, const Graph& g,
-                 const std::vector<int64_t>& shape, const char* expect) {
+                 const std::vector<int64_t>& shape, const char* expect, DType dt = DType::f32) {
   SPGNN_CHECK(t.defined(), InvalidArgument, op, ": argument '", arg, "' is required (", expect,
               ")");
-  SPGNN_CHECK(t.dtype() == DType::f32, InvalidArgument, op, ": '", arg, "' must be float32, got ",
-              dtype_name(t.dtype()));
+  SPGNN_CHECK(t.dtype() == dt, InvalidArgument, op, ": '", arg, "' must be ", dtype_name(dt),
+              ", got ", dtype_name(t.dtype()));
   SPGNN_CHECK(t.device() == g.device(), InvalidArgument, op, ": '", arg, "' is on ",
               t.device().str(), " but the graph is on ", g.device().str());
   SPGNN_CHECK(t.shape() == shape, InvalidArgument, op, ": '", arg, "' must have shape ", expect,
@@ -60,13 +61,13 @@ void check_input(const Tensor& t, const char* arg, const char* op, const Graph& 
 }
 
 void prepare_output(Tensor& out, const char* arg, const char* op, const std::vector<int64_t>& shape,
-                    Device device) {
+                    Device device, DType dt = DType::f32) {
   if (!out.defined()) {
-    out = Tensor::empty(shape, DType::f32, device);
+    out = Tensor::empty(shape, dt, device);
     return;
   }
-  SPGNN_CHECK(out.dtype() == DType::f32, InvalidArgument, op, ": output '", arg,
-              "' must be float32, got ", dtype_name(out.dtype()));
+  SPGNN_CHECK(out.dtype() == dt, InvalidArgument, op, ": output '", arg, "' must be ",
+              dtype_name(dt), ", got ", dtype_name(out.dtype()));
   SPGNN_CHECK(out.device() == device, InvalidArgument, op, ": output '", arg, "' is on ",
               out.device().str(), ", expected ", device.str());
   SPGNN_CHECK(out.shape() == shape, InvalidArgument, op, ": output '", arg, "' has shape ",
@@ -272,9 +273,11 @@ void gat_unfused_forward(const GatProblem& p) {
   }
 }
 
-// Checks the GAT inputs shared by forward and backward and fills the problem's sizes.
+// Checks the GAT inputs shared by forward and backward and fills the problem's sizes. They are
+// float32, or all `dt` (half) for the fused kernels' half path.
 GatProblem gat_problem(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
-                       const GatParams& params, const OpOptions& options, const char* op) {
+                       const GatParams& params, const OpOptions& options, const char* op,
+                       DType dt = DType::f32) {
   detail::check_graph_arrays(g, op);
   SPGNN_CHECK(params.heads >= 1, InvalidArgument, op, ": params.heads must be >= 1, got ",
               params.heads);
@@ -288,9 +291,9 @@ GatProblem gat_problem(const Graph& g, const Tensor& feat, const Tensor& el, con
               feat.shape_str());
   SPGNN_CHECK(feat.dim(1) >= H && feat.dim(1) % H == 0, InvalidArgument, op, ": 'feat' width ",
               feat.dim(1), " must be a positive multiple of params.heads = ", H, " (H*F)");
-  check_input(feat, "feat", op, g, {g.n_cols, feat.dim(1)}, "[n_cols, H*F]");
-  check_input(el, "el", op, g, {g.n_cols, H}, "[n_cols, H]");
-  check_input(er, "er", op, g, {g.n_rows, H}, "[n_rows, H]");
+  check_input(feat, "feat", op, g, {g.n_cols, feat.dim(1)}, "[n_cols, H*F]", dt);
+  check_input(el, "el", op, g, {g.n_cols, H}, "[n_cols, H]", dt);
+  check_input(er, "er", op, g, {g.n_rows, H}, "[n_rows, H]", dt);
   GatProblem p;
   p.g = &g;
   p.feat = &feat;
@@ -403,6 +406,25 @@ void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const T
   constexpr const char* kOp = "gat_aggregate";
   if (const DType h = detail::half_operands(kOp, {{&feat, "feat"}, {&el, "el"}, {&er, "er"}});
       is_half(h)) {
+#if SPGNN_WITH_CUDA
+    // The fused kernels read and write halves themselves: the per-edge gathers of feat are what
+    // halves shrink. No conversion and no allocation but the outputs (capturable).
+    if (g.device().is_cuda() && feat.device() == g.device()) {
+      GatProblem p = gat_problem(g, feat, el, er, params, options, kOp, h);
+      const Resolved r = resolve(options.schedule, g, kOp, true, false);
+      if (r.name == "gat_fused") {
+        prepare_output(out, "out", kOp, {g.n_rows, p.H * p.F}, g.device(), h);
+        prepare_output(attn, "attn", kOp, {g.nnz(), p.H}, g.device(), h);
+        SPGNN_CHECK(out.raw() != feat.raw() || out.numel() == 0, InvalidArgument, kOp,
+                    ": 'out' must not share memory with 'feat'");
+        p.out = &out;
+        p.attn = &attn;
+        if (g.n_rows == 0) return;
+        if (detail::gat_fused_half_width(p, false) > 0)
+          return detail::gat_fused_forward(p, r.warps, r.heavy_deg, r.heads_per_chunk);
+      }
+    }
+#endif
     Tensor o, a;
     gat_aggregate(g, detail::as_f32(feat, options.stream), detail::as_f32(el, options.stream),
                   detail::as_f32(er, options.stream), params, o, a, options);
@@ -434,11 +456,51 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
   if (const DType h = detail::half_operands(kOp, {{&feat, "feat"}, {&el, "el"}, {&er, "er"},
                                                   {&attn, "attn"}, {&grad_out, "grad_out"}});
       is_half(h)) {
+    // float32 outputs (all three) take the gradients unrounded: a caller that keeps float32
+    // weights (spgnn train's GAT layer) would only widen them again.
+    const bool grads_f32 = grad_feat.defined() && grad_feat.dtype() == DType::f32 &&
+                           grad_el.defined() && grad_el.dtype() == DType::f32 &&
+                           grad_er.defined() && grad_er.dtype() == DType::f32;
     Tensor gf, gl, gr;
+#if SPGNN_WITH_CUDA
+    // The fused gather kernels read the halves themselves (see gat_aggregate), sum in float32
+    // scratch and round each gradient once (or write float32 outputs directly).
+    if (g.device().is_cuda() && feat.device() == g.device() && g.nnz() > 0) {
+      GatProblem p = gat_problem(g, feat, el, er, params, options, kOp, h);
+      const Resolved r = resolve(options.schedule, g, kOp, true, true);
+      if (r.name == "gat_fused" && !r.bwd_atomic) {
+        const int64_t W = p.H * p.F;
+        check_input(attn, "attn", kOp, g, {g.nnz(), p.H},
+                    "[nnz, H] (the weights gat_aggregate returned)", h);
+        check_input(grad_out, "grad_out", kOp, g, {g.n_rows, W}, "[n_rows, H*F]", h);
+        p.grad_out = &grad_out;
+        if (detail::gat_fused_half_width(p, true) > 0) {
+          const DType gd = grads_f32 ? DType::f32 : h;
+          prepare_output(grad_feat, "grad_feat", kOp, {g.n_cols, W}, g.device(), gd);
+          prepare_output(grad_el, "grad_el", kOp, {g.n_cols, p.H}, g.device(), gd);
+          prepare_output(grad_er, "grad_er", kOp, {g.n_rows, p.H}, g.device(), gd);
+          p.attn = const_cast<Tensor*>(&attn);  // read-only in the backward kernels
+          p.grad_feat = &grad_feat;
+          p.grad_el = &grad_el;
+          p.grad_er = &grad_er;
+          const std::shared_ptr<CachedTranspose> t = cached_transpose(g);
+          p.gt = &t->graph;
+          p.perm = &t->perm;
+          return detail::gat_fused_backward(
+              p, r.warps, false,
+              r.heavy_deg_set ? r.heavy_deg
+                              : detail::gat_bwd_heavy_deg(double(g.nnz()) / double(g.n_rows)));
+        }
+      }
+    }
+#endif
     gat_aggregate_backward(g, detail::as_f32(feat, options.stream),
                            detail::as_f32(el, options.stream), detail::as_f32(er, options.stream),
                            detail::as_f32(attn, options.stream),
-                           detail::as_f32(grad_out, options.stream), params, gf, gl, gr, options);
+                           detail::as_f32(grad_out, options.stream), params,
+                           grads_f32 ? grad_feat : gf, grads_f32 ? grad_el : gl,
+                           grads_f32 ? grad_er : gr, options);
+    if (grads_f32) return;
     detail::store_half(gf, grad_feat, h, kOp, "grad_feat", options.stream);
     detail::store_half(gl, grad_el, h, kOp, "grad_el", options.stream);
     return detail::store_half(gr, grad_er, h, kOp, "grad_er", options.stream);

@@ -5,11 +5,12 @@
 // H in {1, 2, 4, 8}, F in {1, 3, 8, 16, 32, 33, 64, 128}, dropout on and off, default and
 // non-default streams; the fused forward's column chunks (1, 2 or 4 heads per pass, H not a
 // multiple of them, heads wider than one warp pass), rows split over several warps, and rows of
-// every length class (group, warp, split) on one graph. Outputs are poisoned with NaN before
-// each GPU run.
+// every length class (group, warp, split) on one graph; the same in float16 and bfloat16 (the
+// half path). Outputs are poisoned with NaN before each GPU run.
 // SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and sweeps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -24,6 +25,8 @@
 
 #if SPGNN_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "kernels/cuda/attention_kernels.hpp"
 #endif
 
 namespace spgnn::test {
@@ -122,6 +125,76 @@ void check_gat(GraphKind kind, DType idx, int64_t H, int64_t F, float dropout,
     expect_close(gel, gel_ref, "grad_el");
     expect_close(ger, ger_ref, "grad_er");
   }
+}
+
+// The half path of the fused kernels (every tensor float16 or bfloat16, float32 sums, one
+// rounding per result) against cpu_ref on the same, exactly converted values: forward out and
+// attn within the dtype's rounding, the gradients (from the GPU's own half attn) within two.
+double half_tol(DType t) { return t == DType::f16 ? 2.0 / 2048 : 2.0 / 256; }
+
+void check_gat_half(GraphKind kind, DType idx, DType dt, int64_t H, int64_t F, float dropout,
+                    std::map<std::string, int64_t> params = {}, void* stream = nullptr) {
+  if (g_failures > kMaxReported) return;
+  const Graphs& G = graphs(kind, idx);
+  static uint64_t salt = 0;
+  const uint64_t seed = seed_for(40000 + 8 * ++salt);
+  std::ostringstream what;
+  what << "gat half " << dtype_name(dt) << " graph=" << kind_name(kind)
+       << " idx=" << dtype_name(idx) << " H=" << H << " F=" << F << " dropout=" << dropout
+       << (params.count("heavy_deg") ? " heavy_deg=" + std::to_string(params["heavy_deg"]) : "")
+       << (stream ? " (stream)" : "") << " seed=" << seed;
+  SCOPED_TRACE(what.str());
+  const Graph& g = G.host;
+  auto half = [&](std::vector<int64_t> shape, uint64_t s, float lo, float hi) {
+    return random_tensor(std::move(shape), s, lo, hi).astype(dt);
+  };
+  auto f32 = [](const Tensor& t) { return t.to(Device::cpu()).astype(DType::f32); };
+  const Tensor feat = half({g.n_cols, H * F}, seed, -1.f, 1.f);
+  const Tensor el = half({g.n_cols, H}, seed + 1, -2.f, 2.f);
+  const Tensor er = half({g.n_rows, H}, seed + 2, -2.f, 2.f);
+  const Tensor gout = half({g.n_rows, H * F}, seed + 3, -1.f, 1.f);
+  GatParams prm;
+  prm.heads = H;
+  prm.attn_dropout = dropout;
+  prm.dropout_seed = seed + 4;
+  Tensor out_ref, attn_ref;
+  gat_aggregate(g, f32(feat), f32(el), f32(er), prm, out_ref, attn_ref, with("cpu_ref"));
+  const Tensor feat_d = dev(feat), el_d = dev(el), er_d = dev(er);
+  Tensor out = poisoned({g.n_rows, H * F}, stream, dt), attn = poisoned({g.nnz(), H}, stream, dt);
+  gat_aggregate(G.dev, feat_d, el_d, er_d, prm, out, attn, with("gat_fused", params, stream));
+  sync(stream);
+  ASSERT_EQ(out.dtype(), dt);
+  ASSERT_EQ(attn.dtype(), dt);
+  const double tol = half_tol(dt);
+  auto close = [&](const Tensor& got, const Tensor& ref, double t, const char* name) {
+    const double err = rel_error(got, ref);
+    EXPECT_LT(err, t) << name;
+    if (!(err < t)) ++g_failures;
+  };
+  close(out, out_ref, tol, "out");
+  close(attn, attn_ref, tol, "attn");
+  Tensor gf_ref, gel_ref, ger_ref;
+  gat_aggregate_backward(g, f32(feat), f32(el), f32(er), f32(attn), f32(gout), prm, gf_ref,
+                         gel_ref, ger_ref, with("cpu_ref"));
+  Tensor gf = poisoned({g.n_cols, H * F}, stream, dt), gel = poisoned({g.n_cols, H}, stream, dt),
+         ger = poisoned({g.n_rows, H}, stream, dt);
+  gat_aggregate_backward(G.dev, feat_d, el_d, er_d, attn, dev(gout), prm, gf, gel, ger,
+                         with("gat_fused", params, stream));
+  sync(stream);
+  ASSERT_EQ(gf.dtype(), dt);
+  close(gf, gf_ref, 2 * tol, "grad_feat");
+  close(gel, gel_ref, 2 * tol, "grad_el");
+  close(ger, ger_ref, 2 * tol, "grad_er");
+  // float32 outputs take the float32 sums unrounded (spgnn train's GAT layer asks for them).
+  Tensor gf32 = poisoned({g.n_cols, H * F}, stream), gel32 = poisoned({g.n_cols, H}, stream),
+         ger32 = poisoned({g.n_rows, H}, stream);
+  gat_aggregate_backward(G.dev, feat_d, el_d, er_d, attn, dev(gout), prm, gf32, gel32, ger32,
+                         with("gat_fused", params, stream));
+  sync(stream);
+  ASSERT_EQ(gf32.dtype(), DType::f32);
+  close(gf32, gf_ref, 1e-4, "grad_feat (float32 out)");
+  close(gel32, gel_ref, 1e-4, "grad_el (float32 out)");
+  close(ger32, ger_ref, 1e-4, "grad_er (float32 out)");
 }
 #endif
 
@@ -260,6 +333,56 @@ TEST(GatFusedGpu, DropoutMaskMatchesCpuAndIsDeterministic) {
   gat_aggregate(G.dev, dev(feat), dev(el), dev(er), prm, o2, a2);
   EXPECT_LT(rel_error(o1, ref), kTol);
   EXPECT_EQ(o1.to_vector<float>(), o2.to_vector<float>());
+#endif
+}
+
+// Half rows: the forward loads 8-byte vectors of 4 halves (F = 132 and 264 are wide heads of 33
+// and 66 vectors, two a lane); the backward 16-byte vectors of 8 where F % 8 == 0 (F = 8, 16,
+// 64; 264 = 33 vectors, one a lane) and of 4 otherwise (F = 4, 12, 44, 132). F = 6 and 3 are
+// not multiples of 4 and take the float32 copy. Every graph shape, both index types, heads
+// chunked (H = 3 of 4 lanes' chunks), dropout, rows split over warps (heavy_deg = 64: the star's
+// hub, the half row, R-MAT's hubs; forward and both backward sides), a non-default stream.
+TEST(GatFusedGpu, HalfRowsEveryGraphWidthAndSplit) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  const std::vector<int64_t> fs = quick() ? std::vector<int64_t>{8, 12, 264, 6}
+                                          : std::vector<int64_t>{4, 8, 12, 16, 44, 64, 132, 264, 6, 3};
+  int i = 0;
+  for (DType dt : {DType::bf16, DType::f16})
+    for (GraphKind k : kinds())
+      for (int64_t F : fs) {
+        ++i;
+        const int64_t H = i % 3 == 0 ? 3 : (i % 3 == 1 ? 1 : 4);
+        const DType idx = i % 2 ? DType::i64 : DType::i32;
+        check_gat_half(k, idx, dt, H, F, i % 4 == 0 ? 0.3f : 0.f);
+        if (k == GraphKind::rmat || k == GraphKind::star || k == GraphKind::half_row)
+          check_gat_half(k, idx, dt, H, F, i % 4 == 1 ? 0.2f : 0.f, {{"heavy_deg", 64}});
+      }
+  // Which rows the half kernels take themselves (the rest go through the float32 copy).
+  const Graphs& G = graphs(GraphKind::uniform, DType::i32);
+  for (auto [F, V] : std::vector<std::pair<int64_t, int>>{{8, 8}, {16, 8}, {264, 8}, {12, 4},
+                                                          {132, 4}, {6, 0}, {3, 0}}) {
+    const int fwd_v = std::min(V, 4);  // the forward loads 4 halves at most
+    const Tensor feat = Tensor::empty({G.host.n_cols, 2 * F}, DType::bf16, Device::cuda());
+    Tensor out = Tensor::empty({G.host.n_rows, 2 * F}, DType::bf16, Device::cuda());
+    detail::GatProblem p;
+    p.g = &G.dev;
+    p.feat = &feat;
+    p.out = &out;
+    p.grad_out = &out;
+    p.H = 2;
+    p.F = F;
+    EXPECT_EQ(detail::gat_fused_half_width(p, false), fwd_v) << "F = " << F;
+    EXPECT_EQ(detail::gat_fused_half_width(p, true), V) << "F = " << F;
+    const Tensor f32 = Tensor::empty({G.host.n_cols, 2 * F}, DType::f32, Device::cuda());
+    p.feat = &f32;
+    EXPECT_EQ(detail::gat_fused_half_width(p, false), 0) << "float32, F = " << F;
+  }
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  for (int64_t F : {16, 12})
+    check_gat_half(GraphKind::rmat, DType::i32, DType::bf16, 2, F, 0.1f, {{"heavy_deg", 64}}, st);
+  cudaStreamDestroy(st);
 #endif
 }
 

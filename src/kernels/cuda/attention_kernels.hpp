@@ -27,8 +27,16 @@ void cuda_copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst
 // split over several warps: atomic = false gathers source gradients over p.gt / p.perm (one warp
 // per source); atomic = true scatters them with atomics from the destination rows (no
 // transpose needed; p.gt may be null).
+// Every tensor of p may be float16 or bfloat16 instead (all of one dtype; float32 sums, one
+// rounding per result), when gat_fused_half_width says the kernels take them; the backward then
+// has no atomic variant.
 void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_chunk);
 void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg);
+// Whether the fused kernels take p's half rows: their vector width (forward 4, backward 8 or 4
+// elements), or 0 when
+// p.feat is not half, F % 4 != 0 or a row pointer (forward: feat, out; backward: feat, grad_out)
+// is not aligned to 4 elements.
+int gat_fused_half_width(const GatProblem& p, bool backward);
 // The backward's split threshold when the schedule sets none (the forward's is 1024): 256, or
 // the next power of two >= 4x the average degree, so only rows far above the average split.
 // H100, F = 32: kron21 (average 15.5, max 62,045) at 256 against 1024, H = 4: 32.2 -> 27.7 ms

@@ -32,15 +32,18 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/device.hpp"
 #include "kernels/attention_hash.hpp"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_kernels.hpp"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/elem.cuh"
 #include "kernels/cuda/gnnone_common.cuh"
 #include "kernels/cuda/spmm_message.cuh"
 #include "dispatch/registry.hpp"
@@ -57,18 +60,43 @@ using gnnone::zero_vec;
 constexpr int kUnroll = 4;
 constexpr int kMaxWarps = 16;
 
-template <class I>
+// Half precision (T = __half or __nv_bfloat16): every input and output of the op is T. Rows are
+// loaded 8 or 4 elements to a 16- or 8-byte word and unpacked to float; every sum is float32 and
+// each result is rounded once. The backward's gradients are summed into float32 scratch (split
+// rows add with atomics) and rounded into the outputs at the end. A head row of F % 4 != 0
+// halves, or the atomic backward, takes the front door's float32 copy instead.
+template <class T> constexpr bool kHalf = elem::kIsHalf<T>;
+
+// Float vectors of up to 8 (a half vector's sums): as one or two 16-byte stores or atomics.
+template <int V>
+__device__ __forceinline__ void st_f32(float* p, const float (&d)[V]) {
+  if constexpr (V == 8) {
+    st_vec<4>(p, *reinterpret_cast<const float(*)[4]>(d));
+    st_vec<4>(p + 4, *reinterpret_cast<const float(*)[4]>(d + 4));
+  } else {
+    st_vec<V>(p, d);
+  }
+}
+template <int V>
+__device__ __forceinline__ void atomic_add_f32(float* p, const float (&d)[V]) {
+  if constexpr (V == 8) {
+    gnnone::atomic_add_vec<4>(p, *reinterpret_cast<const float(*)[4]>(d));
+    gnnone::atomic_add_vec<4>(p + 4, *reinterpret_cast<const float(*)[4]>(d + 4));
+  } else {
+    gnnone::atomic_add_vec<V>(p, d);
+  }
+}
+
+template <class I, class T>
 struct GatArgs {
   const I* __restrict__ rowptr;  // rows walked by the kernel (graph, or transpose in kernel 2)
   const I* __restrict__ col;
   const int64_t* __restrict__ perm;  // kernel 2: transposed edge -> edge
-  const float* __restrict__ feat;
-  const float* __restrict__ el;
-  const float* __restrict__ er;
-  const float* __restrict__ attn_in;  // backward
-  const float* __restrict__ grad_out;
-  float* out;
-  float* attn;
+  const T* __restrict__ feat;
+  const T* __restrict__ el;
+  const T* __restrict__ er;
+  const T* __restrict__ attn_in;  // backward
+  const T* __restrict__ grad_out;
   float* grad_feat;
   float* grad_el;
   float* grad_er;
@@ -94,8 +122,8 @@ struct GatArgs {
   bool dropout;
 };
 
-template <class I>
-__device__ __forceinline__ float drop_factor(const GatArgs<I>& a, int64_t j, int64_t h) {
+template <class I, class T>
+__device__ __forceinline__ float drop_factor(const GatArgs<I, T>& a, int64_t j, int64_t h) {
   return a.dropout ? attention_dropout_factor(a.seed_ptr ? *a.seed_ptr : a.seed, j, h, a.p_drop,
                                               a.scale)
                    : 1.f;
@@ -121,7 +149,7 @@ constexpr int kMaxHc = 4;          // heads per chunk at most (per-lane softmax 
 constexpr int64_t kLongDeg = 32;   // rows above this many edges get a whole warp
 constexpr int kUnrollB = 8;        // feature loads in flight per lane
 
-template <class I>
+template <class I, class T>
 struct FwdArgs {
   const I* __restrict__ rowptr;
   const I* __restrict__ col;
@@ -129,17 +157,22 @@ struct FwdArgs {
   const int64_t* __restrict__ seg_row;    // [n_seg] row of each heavy segment
   const int64_t* __restrict__ seg_begin;  // [n_seg] its first edge
   const int64_t* __restrict__ seg_start;  // [n_heavy + 1] first segment of each heavy row
-  const float* __restrict__ feat;
-  const float* __restrict__ el;
-  const float* __restrict__ er;
-  float* out;
-  float* attn;
+  const T* __restrict__ feat;
+  const T* __restrict__ el;
+  const T* __restrict__ er;
+  T* out;
+  T* attn;
+  // [nnz, H] raw logits of a row until its (max, sum) is known, then normalised into attn: attn
+  // itself for float32, float32 scratch for halves (a logit rounded to a half would shift its
+  // weight by up to |s| * 2^-8). Recomputing the logits from el instead (no scratch) cost the
+  // half forward 25% on the Reddit shape at F = 16 (a random el gather per edge, H200).
+  float* raw;
   float* pstat;  // [n_seg, H, 2] segment (max, sum of exp)
   float* pacc;   // [n_seg, W] segment sum of exp(s - max) * feat, unnormalised
   int64_t n_heavy, n_long, n_short;  // order[0, n_heavy) heavy, then long, then short
   int64_t n_seg, seg_len;
   int64_t H, F, W;
-  int nv;       // vectors of V floats per head row
+  int nv;       // vectors of V elements per head row
   int g_log2;   // lanes per group
   int hc_log2;  // heads per chunk
   int subs;     // chunks per head (1 unless a head is wider than 32 * K vectors)
@@ -170,9 +203,8 @@ struct FwdLane {
   bool writer;    // this chunk writes attn (first chunk of its heads)
 };
 
-template <class I>
-__device__ __forceinline__ FwdLane fwd_lane(const FwdArgs<I>& a, int lane, bool warp_team, int V,
-                                            int K) {
+template <class A>
+__device__ __forceinline__ FwdLane fwd_lane(const A& a, int lane, bool warp_team, int V, int K) {
   FwdLane L;
   const int G = 1 << a.g_log2;
   const int grp = lane >> a.g_log2;
@@ -227,13 +259,14 @@ __device__ __forceinline__ FwdLane fwd_lane(const FwdArgs<I>& a, int lane, bool 
 // On return: lane (t, i) holds head i's M and total z (reduced over the team); acc holds this
 // lane's V feature sums (over the team's groups), relative to M, not divided by z; s_last is
 // lane (t, i)'s logit in the last batch.
-template <class I, int V, int K, bool kPartial>
-__device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, int64_t b,
+template <class I, class T, int V, int K, bool kPartial>
+__device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L, int64_t b,
                                         int64_t e, float erv, float& M, float& z, float& s_last,
                                         float (&acc)[K][V]) {
-  // Gathers in flight per lane: kUnrollB vectors, fewer when a lane holds K of them (the
-  // registers of K * V floats per gather).
-  constexpr int kUB = K * V > 4 ? 4 : kUnrollB;
+  // Gathers in flight per lane: kUnrollB vectors, fewer when a lane holds more than 16 bytes of
+  // them (the registers per gather; halves stay packed until they are used).
+  constexpr int kUB = K * V * int(sizeof(T)) > 16 ? 4 : kUnrollB;
+  using P = elem::Packed<T, V>;
 #pragma unroll
   for (int c = 0; c < K; ++c) zero_vec(acc[c]);
   M = -INFINITY;
@@ -244,12 +277,21 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, i
   const int per_group = step >> L.tg_log2;        // of which each group gathers
   const int wsrc = L.hl & (hc - 1);               // head lane of this lane's feature columns
   // The K vectors of source u's row that this lane gathers (those that exist).
-  auto gather = [&](float (&x)[K][V], I u, bool ok) {
-    const float* row = a.feat + static_cast<int64_t>(u) * a.W + L.colg;
+  auto gather = [&](P (&x)[K], I u, bool ok) {
+    const T* row = a.feat + static_cast<int64_t>(u) * a.W + L.colg;
 #pragma unroll
     for (int c = 0; c < K; ++c) {
-      if (ok && c < L.nvk) ldg_vec<V>(x[c], row + c * L.kstride);
-      else zero_vec(x[c]);
+      if (ok && c < L.nvk) elem::load_packed<V>(x[c], row + c * L.kstride);
+      else elem::zero_packed<V>(x[c]);
+    }
+  };
+  auto fma_into = [&](float w, const P (&x)[K]) {
+#pragma unroll
+    for (int c = 0; c < K; ++c) {
+      float xf[V];
+      elem::unpack<V>(xf, x[c]);
+#pragma unroll
+      for (int q = 0; q < V; ++q) acc[c][q] = fmaf(w, xf[q], acc[c][q]);
     }
   };
   I u_next = 0;
@@ -260,10 +302,10 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, i
     const I u_reg = u_next;
     if (!last && base + step + L.t < e) u_next = __ldg(a.col + base + step + L.t);
     const bool has = L.t < cnt && L.hv;
-    const float el_u = has ? __ldg(a.el + static_cast<int64_t>(u_reg) * a.H + L.h) : 0.f;
+    const float el_u = has ? elem::ldg1(a.el + static_cast<int64_t>(u_reg) * a.H + L.h) : 0.f;
     // First kUB gathers of the batch: in flight while the logits arrive.
     I u[kUB];
-    float x[kUB][K][V];
+    P x[kUB][K];
 #pragma unroll
     for (int k = 0; k < kUB; ++k) {
       if (k < per_group) {  // the same for the whole team
@@ -293,7 +335,7 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, i
       const int64_t j = base + L.t;
       const float w = expf(s - M);
       z += w;
-      if (L.writer && (kPartial || !last)) a.attn[j * a.H + L.h] = s;
+      if (L.writer && (kPartial || !last)) a.raw[j * a.H + L.h] = s;
       wd = a.dropout ? w * attention_dropout_factor(a.seed_ptr ? *a.seed_ptr : a.seed, j, L.h,
                                                     a.p_drop, a.scale)
                      : w;
@@ -305,10 +347,7 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, i
         const int slot = (k << L.tg_log2) + L.tg;
         float w = __shfl_sync(L.mask, wd, L.base + (((slot < cnt) ? slot : 0) << a.hc_log2) + wsrc);
         if (slot >= cnt) w = 0.f;
-#pragma unroll
-        for (int c = 0; c < K; ++c)
-#pragma unroll
-          for (int q = 0; q < V; ++q) acc[c][q] = fmaf(w, x[k][c][q], acc[c][q]);
+        fma_into(w, x[k]);
       }
     }
     // Batches of more than kUB edges per group (narrow heads, few heads per chunk): the rest.
@@ -325,11 +364,7 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, i
         gather(x[k], u[k], ok);
       }
 #pragma unroll
-      for (int k = 0; k < kUB; ++k)
-#pragma unroll
-        for (int c = 0; c < K; ++c)
-#pragma unroll
-          for (int q = 0; q < V; ++q) acc[c][q] = fmaf(w2[k], x[k][c][q], acc[c][q]);
+      for (int k = 0; k < kUB; ++k) fma_into(w2[k], x[k]);
     }
   }
   // z over the head's lanes (all at the same M); the groups' sums (same M too).
@@ -343,9 +378,10 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I>& a, const FwdLane& L, i
 
 // attn of a whole row walked by fwd_row: exp(s - M) / z, from the stored raw logits of the
 // earlier batches and from s_last for the last one.
-template <class I>
-__device__ __forceinline__ void fwd_finish_attn(const FwdArgs<I>& a, const FwdLane& L, int64_t b,
-                                                int64_t e, float M, float z, float s_last) {
+template <class I, class T>
+__device__ __forceinline__ void fwd_finish_attn(const FwdArgs<I, T>& a, const FwdLane& L,
+                                                int64_t b, int64_t e, float M, float z,
+                                                float s_last) {
   if (!L.writer || !L.hv || b == e) return;
   const int64_t step = int64_t{1} << (L.tl_log2 - a.hc_log2);
   const int64_t last_base = b + (e - 1 - b) / step * step;
@@ -355,17 +391,20 @@ __device__ __forceinline__ void fwd_finish_attn(const FwdArgs<I>& a, const FwdLa
   for (; j + (kU - 1) * step < last_base; j += kU * step) {
     float s[kU];
 #pragma unroll
-    for (int k = 0; k < kU; ++k) s[k] = a.attn[(j + k * step) * a.H + L.h];
+    for (int k = 0; k < kU; ++k) s[k] = a.raw[(j + k * step) * a.H + L.h];
 #pragma unroll
-    for (int k = 0; k < kU; ++k) a.attn[(j + k * step) * a.H + L.h] = expf(s[k] - M) * inv_z;
+    for (int k = 0; k < kU; ++k)
+      a.attn[(j + k * step) * a.H + L.h] = elem::from_float<T>(expf(s[k] - M) * inv_z);
   }
-  for (; j < last_base; j += step) a.attn[j * a.H + L.h] = expf(a.attn[j * a.H + L.h] - M) * inv_z;
-  if (last_base + L.t < e) a.attn[(last_base + L.t) * a.H + L.h] = expf(s_last - M) * inv_z;
+  for (; j < last_base; j += step)
+    a.attn[j * a.H + L.h] = elem::from_float<T>(expf(a.raw[j * a.H + L.h] - M) * inv_z);
+  if (last_base + L.t < e)
+    a.attn[(last_base + L.t) * a.H + L.h] = elem::from_float<T>(expf(s_last - M) * inv_z);
 }
 
 // Long rows (a warp each) then short rows (a group each), in degree order.
-template <class I, int V, int K>
-__global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<I> a) {
+template <class I, class T, int V, int K>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<I, T> a) {
   const int lane = threadIdx.x & 31;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const bool warp_team = w < a.n_long;
@@ -380,9 +419,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<
   const FwdLane L = fwd_lane(a, lane, warp_team, V, K);
   const int64_t v = static_cast<int64_t>(__ldg(a.order + idx));
   const int64_t b = a.rowptr[v], e = a.rowptr[v + 1];
-  const float erv = L.hv ? __ldg(a.er + v * a.H + L.h) : 0.f;
+  const float erv = L.hv ? elem::ldg1(a.er + v * a.H + L.h) : 0.f;
   float M, z, s_last, acc[K][V];
-  fwd_row<I, V, K, false>(a, L, b, e, erv, M, z, s_last, acc);  // empty rows: acc = 0
+  fwd_row<I, T, V, K, false>(a, L, b, e, erv, M, z, s_last, acc);  // empty rows: acc = 0
   const float zf = __shfl_sync(L.mask, z, L.base + (L.hl & ((1 << a.hc_log2) - 1)));
   if (L.tg == 0) {
     const float inv = b == e ? 0.f : 1.f / zf;
@@ -391,7 +430,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<
       if (c < L.nvk) {
 #pragma unroll
         for (int q = 0; q < V; ++q) acc[c][q] *= inv;
-        st_vec<V>(a.out + v * a.W + L.colg + c * L.kstride, acc[c]);
+        elem::store<V>(a.out + v * a.W + L.colg + c * L.kstride, acc[c]);
       }
     }
   }
@@ -399,8 +438,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<
 }
 
 // Heavy rows: a warp per segment writes its partial state (raw logits in attn).
-template <class I, int V, int K>
-__global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_kernel(const FwdArgs<I> a) {
+template <class I, class T, int V, int K>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_kernel(const FwdArgs<I, T> a) {
   const int lane = threadIdx.x & 31;
   const int64_t sg = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (sg >= a.n_seg) return;
@@ -408,13 +447,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_kernel(const FwdAr
   const int64_t v = a.seg_row[sg];
   const int64_t b = a.seg_begin[sg];
   const int64_t e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
-  const float erv = L.hv ? __ldg(a.er + v * a.H + L.h) : 0.f;
+  const float erv = L.hv ? elem::ldg1(a.er + v * a.H + L.h) : 0.f;
   float M, z, s_last, acc[K][V];
-  fwd_row<I, V, K, true>(a, L, b, e, erv, M, z, s_last, acc);
+  fwd_row<I, T, V, K, true>(a, L, b, e, erv, M, z, s_last, acc);
   if (L.tg == 0)
 #pragma unroll
     for (int c = 0; c < K; ++c)
-      if (c < L.nvk) st_vec<V>(a.pacc + sg * a.W + L.colg + c * L.kstride, acc[c]);
+      if (c < L.nvk) st_f32<V>(a.pacc + sg * a.W + L.colg + c * L.kstride, acc[c]);
   if (L.writer && L.t == 0 && L.hv) {
     a.pstat[(sg * a.H + L.h) * 2] = M;
     a.pstat[(sg * a.H + L.h) * 2 + 1] = z;
@@ -424,8 +463,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_kernel(const FwdAr
 // A warp per heavy row: per head, (M, z) = the segments' states combined; out = sum_s pacc_s
 // e^(M_s - M) / z; then every segment's state is replaced by the row's (M, z) for
 // gat_segment_attn_kernel.
-template <class I>
-__global__ void __launch_bounds__(kMaxWarps * 32) gat_merge_kernel(const FwdArgs<I> a) {
+template <class I, class T>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_merge_kernel(const FwdArgs<I, T> a) {
   const int lane = threadIdx.x & 31;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= a.n_heavy) return;
@@ -446,7 +485,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_merge_kernel(const FwdArgs
       float acc = 0.f;
       for (int64_t s = s0; s < s1; ++s)
         acc = fmaf(a.pacc[s * a.W + h * a.F + f], expf(a.pstat[(s * a.H + h) * 2] - m), acc);
-      a.out[v * a.W + h * a.F + f] = acc * inv_z;
+      a.out[v * a.W + h * a.F + f] = elem::from_float<T>(acc * inv_z);
     }
     __syncwarp();  // every lane has read the segments' maxima before they are overwritten
     for (int64_t s = s0 + lane; s < s1; s += 32) {
@@ -458,8 +497,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_merge_kernel(const FwdArgs
 
 // A warp per heavy segment: attn = exp(s - M) / z with its row's (M, z), lanes over the
 // segment's (edge, head) entries (contiguous in attn).
-template <class I>
-__global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_attn_kernel(const FwdArgs<I> a) {
+template <class I, class T>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_attn_kernel(const FwdArgs<I, T> a) {
   const int lane = threadIdx.x & 31;
   const int64_t sg = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (sg >= a.n_seg) return;
@@ -468,7 +507,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_attn_kernel(const 
   const int64_t e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
   for (int64_t i = b * a.H + lane; i < e * a.H; i += 32) {
     const int64_t h = i % a.H;
-    a.attn[i] = expf(a.attn[i] - a.pstat[(sg * a.H + h) * 2]) / a.pstat[(sg * a.H + h) * 2 + 1];
+    a.attn[i] = elem::from_float<T>(expf(a.raw[i] - a.pstat[(sg * a.H + h) * 2]) /
+                                    a.pstat[(sg * a.H + h) * 2 + 1]);
   }
 }
 
@@ -492,14 +532,14 @@ constexpr int kRows = 0, kSegSums = 1, kSegGrads = 2;
 // A group of G lanes per edge, one edge at a time: batching kUnroll edges per group (their
 // feature loads in flight together) was slower on the H100 at F = 32 (kron21 H = 1 gather 8.3 vs
 // 6.0 ms, Reddit-shaped 12.2 vs 10.0 ms): the registers it takes cost more warps than it hides.
-template <class I, int V, int K, bool kAtomic>
-__device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int64_t v,
+template <class I, class T, int V, int K, bool kAtomic>
+__device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, int64_t v,
                                               int64_t b, int64_t e, int lane) {
   const int G = 1 << a.g_log2, NG = 32 >> a.g_log2;
   const int grp = lane >> a.g_log2, gl = lane & (G - 1);
   // The lanes of one group walk the same edges, so group-wide shuffles need only their mask.
   const unsigned gmask = G == 32 ? kFullMask : ((1u << G) - 1u) << (grp * G);
-  const float* gv = a.grad_out + v * a.W;
+  const T* gv = a.grad_out + v * a.W;
   // d_a of entry i = (edge, head): the .y of its pair, which the source pass reads with the
   // weight; the atomic variant has no source pass and keeps d_a in a dense float array (the
   // pairs' doubled footprint cost it 9.6 -> 12.7 ms on the Reddit shape, H = 1, F = 32).
@@ -524,15 +564,15 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int
         float d = 0.f;
         each_vector(h, [&](int64_t foff) {
           float x[V], y[V];
-          ldg_vec<V>(x, a.feat + u * a.W + foff);
-          ldg_vec<V>(y, gv + foff);
+          elem::load<V>(x, a.feat + u * a.W + foff);
+          elem::load<V>(y, gv + foff);
 #pragma unroll
           for (int q = 0; q < V; ++q) d = fmaf(x[q], y[q], d);
         });
         for (int off = G >> 1; off; off >>= 1) d += __shfl_xor_sync(gmask, d, off);
         const float mask = drop_factor(a, j, h);
         d *= mask;
-        const float aj = __ldg(a.attn_in + j * a.H + h);
+        const float aj = elem::ldg1(a.attn_in + j * a.H + h);
         t = fmaf(aj, d, t);
         if (gl == 0) da(j * a.H + h) = d;
         if constexpr (kAtomic) {
@@ -540,10 +580,10 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int
           if (w != 0.f)
             each_vector(h, [&](int64_t foff) {
               float y[V];
-              ldg_vec<V>(y, gv + foff);
+              elem::load<V>(y, gv + foff);
 #pragma unroll
               for (int q = 0; q < V; ++q) y[q] *= w;
-              gnnone::atomic_add_vec<V>(a.grad_feat + u * a.W + foff, y);
+              atomic_add_f32<V>(a.grad_feat + u * a.W + foff, y);
             });
         }
       }
@@ -557,13 +597,13 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int
     } else {
       t = a.tbuf[v * a.H + h];  // the whole row's, summed by the previous launch
     }
-    const float erv = __ldg(a.er + v * a.H + h);
+    const float erv = elem::ldg1(a.er + v * a.H + h);
     float ger = 0.f;
     for (int64_t j = b + lane; j < e; j += 32) {
       const int64_t u = __ldg(a.col + j);
-      const float aj = __ldg(a.attn_in + j * a.H + h);
+      const float aj = elem::ldg1(a.attn_in + j * a.H + h);
       const float ds = aj * (da(j * a.H + h) - t);
-      const float dzv = __ldg(a.el + u * a.H + h) + erv > 0.f ? ds : ds * a.slope;
+      const float dzv = elem::ldg1(a.el + u * a.H + h) + erv > 0.f ? ds : ds * a.slope;
       ger += dzv;
       if constexpr (kAtomic) atomicAdd(a.grad_el + u * a.H + h, dzv);
       else a.dz[j * a.H + h] = make_float2(aj * drop_factor(a, j, h), dzv);
@@ -578,8 +618,8 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I>& a, int part, int
 
 // Backward kernel 1 (destination side, see above). kAtomic also scatters grad_feat and grad_el
 // (which the launcher zeroed first).
-template <class I, int V, int K, bool kAtomic>
-__global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_rows_kernel(const GatArgs<I> a,
+template <class I, class T, int V, int K, bool kAtomic>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_rows_kernel(const GatArgs<I, T> a,
                                                                            int part) {
   const int lane = threadIdx.x & 31;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -599,14 +639,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_rows_kernel(const
     b = a.seg_begin[w];
     e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
   }
-  bwd_dst_range<I, V, K, kAtomic>(a, part, v, b, e, lane);
+  bwd_dst_range<I, T, V, K, kAtomic>(a, part, v, b, e, lane);
 }
 
 // Backward kernel 2 (per source u, over the transposed graph): gathers grad_el and grad_feat.
 // Here rowptr/col are the transpose's and col[t] is the destination v of edge perm[t]. `split`:
 // a warp per heavy segment of the transpose, adding into the zeros its row's warp wrote.
-template <class I, int V, int K>
-__global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(const GatArgs<I> a,
+template <class I, class T, int V, int K>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(const GatArgs<I, T> a,
                                                                               bool split) {
   const int lane = threadIdx.x & 31;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -631,8 +671,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
   }
   const int G = 1 << a.g_log2, NG = 32 >> a.g_log2;
   const int grp = lane >> a.g_log2, gl = lane & (G - 1);
-  // Edges in flight per group: kUnroll, fewer when a lane holds K vectors.
-  constexpr int kU = K * V > 4 ? 2 : kUnroll;
+  // Edges in flight per group: kUnroll, fewer when a lane holds more than 16 bytes of them.
+  constexpr int kU = K * V * int(sizeof(T)) > 16 ? 2 : kUnroll;
+  using P = elem::Packed<T, V>;
   for (int64_t h = 0; h < a.H; ++h) {
     // grad_el's sum of d_z rides in the first feature pass: each group adds the d_z of its
     // edges (every lane of a group the same), instead of a separate walk over the edges
@@ -645,12 +686,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
       const bool first = pass == 0;
       const int64_t foff = h * a.F + static_cast<int64_t>(vi0) * V;
       const int64_t kstride = static_cast<int64_t>(G) * V;
-      auto gather = [&](float (&y)[K][V], int64_t dst) {
-        const float* row = a.grad_out + dst * a.W + foff;
+      auto gather = [&](P (&y)[K], int64_t dst) {
+        const T* row = a.grad_out + dst * a.W + foff;
 #pragma unroll
         for (int c = 0; c < K; ++c) {
-          if (c < nvk) ldg_vec<V>(y[c], row + c * kstride);
-          else zero_vec(y[c]);
+          if (c < nvk) elem::load_packed<V>(y[c], row + c * kstride);
+          else elem::zero_packed<V>(y[c]);
+        }
+      };
+      auto fma_into = [&](float w, const P (&y)[K], float (&acc)[K][V]) {
+#pragma unroll
+        for (int c = 0; c < K; ++c) {
+          float yf[V];
+          elem::unpack<V>(yf, y[c]);
+#pragma unroll
+          for (int q = 0; q < V; ++q) acc[c][q] = fmaf(w, yf[q], acc[c][q]);
         }
       };
       float acc[K][V];
@@ -659,7 +709,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
       int64_t t = b + grp;
       for (; t + (kU - 1) * NG < e; t += kU * NG) {
         int64_t j[kU], dst[kU];
-        float y[kU][K][V], wt[kU], dzv[kU];
+        P y[kU][K];
+        float wt[kU], dzv[kU];
 #pragma unroll
         for (int k = 0; k < kU; ++k) {
           j[k] = __ldg(a.perm + t + k * NG);
@@ -675,22 +726,16 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
 #pragma unroll
         for (int k = 0; k < kU; ++k) {
           s += dzv[k];
-#pragma unroll
-          for (int c = 0; c < K; ++c)
-#pragma unroll
-            for (int q = 0; q < V; ++q) acc[c][q] = fmaf(wt[k], y[k][c][q], acc[c][q]);
+          fma_into(wt[k], y[k], acc);
         }
       }
       for (; t < e; t += NG) {
         const int64_t j = __ldg(a.perm + t), dst = __ldg(a.col + t);
-        float y[K][V];
+        P y[K];
         gather(y, dst);
         const float2 wz = __ldg(a.dz + j * a.H + h);
         if (first) s += wz.y;
-#pragma unroll
-        for (int c = 0; c < K; ++c)
-#pragma unroll
-          for (int q = 0; q < V; ++q) acc[c][q] = fmaf(wz.x, y[c][q], acc[c][q]);
+        fma_into(wz.x, y, acc);
       }
 #pragma unroll
       for (int c = 0; c < K; ++c)
@@ -702,8 +747,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
 #pragma unroll
         for (int c = 0; c < K; ++c) {
           if (c < nvk) {
-            if (split) gnnone::atomic_add_vec<V>(gfu + foff + c * kstride, acc[c]);
-            else st_vec<V>(gfu + foff + c * kstride, acc[c]);
+            if (split) atomic_add_f32<V>(gfu + foff + c * kstride, acc[c]);
+            else st_f32<V>(gfu + foff + c * kstride, acc[c]);
           }
         }
     }
@@ -716,22 +761,20 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
   }
 }
 
-template <class I>
-GatArgs<I> make_args(const GatProblem& p, const gnnone::Geometry& geo) {
-  GatArgs<I> a{};
+template <class I, class T>
+GatArgs<I, T> make_args(const GatProblem& p, int nv) {
+  GatArgs<I, T> a{};
   const Graph& g = *p.g;
   a.rowptr = g.rowptr.data<I>();
   a.col = g.col.data<I>();
-  a.feat = p.feat->data<float>();
-  a.el = p.el->data<float>();
-  a.er = p.er->data<float>();
+  a.feat = static_cast<const T*>(p.feat->raw());
+  a.el = static_cast<const T*>(p.el->raw());
+  a.er = static_cast<const T*>(p.er->raw());
   a.n = g.n_rows;
   a.H = p.H;
   a.F = p.F;
   a.W = p.H * p.F;
-  a.nv = geo.nv;
-  a.g_log2 = geo.g_log2;
-  a.passes = geo.passes;
+  a.nv = nv;
   a.slope = p.negative_slope;
   a.dropout = p.dropout > 0.f;
   a.p_drop = p.dropout;
@@ -916,6 +959,26 @@ std::shared_ptr<Segments> bwd_segments(const Graph& g, int64_t heavy_deg) {
   return s;
 }
 
+// The vector width of a head row: for float32 what gnnone's geometry picks (4, 2 or 1 floats);
+// for halves 8 (at most `max_half`) or 4 elements, 0 when F % 4 != 0 or a row pointer is not
+// aligned to 4 halves (the front door then runs the float32 kernels on a converted copy).
+// `f32_out` is a float32 array written with the same vectors (grad_feat), which needs 16 bytes.
+// The forward takes 4 halves a load: on the Reddit shape (H200, bfloat16, H = 1, the same
+// kernel otherwise) 8 halves a load took 1.24x the time of 4 at F = 16 and 1.11x at F = 32; its
+// batches are bound by the logits' latency chain, and 4 halves a lane put twice the lanes on a
+// row's gathers. The backward gains from 8 (0.80x the time of 4 at F = 16, 0.73x at F = 32).
+int row_vector(const GatProblem& p, std::initializer_list<const void*> ptrs,
+               const void* f32_out = nullptr, int max_half = 8) {
+  std::vector<const void*> v(ptrs);
+  if (!is_half(p.feat->dtype())) {
+    if (f32_out) v.push_back(f32_out);
+    return gnnone::make_geometry(p.F, true, v.data(), static_cast<int>(v.size())).V;
+  }
+  const int V =
+      std::min(max_half, elem::vector_width(p.F, 2, v.data(), static_cast<int>(v.size())));
+  return V >= 4 && (!f32_out || gnnone::aligned_to(f32_out, 16)) ? V : 0;
+}
+
 // Column chunks of the forward pass (see "forward" above).
 struct FwdGeometry {
   int V = 1, K = 1, g_log2 = 0, hc_log2 = 0, subs = 1;
@@ -975,8 +1038,9 @@ int forced_heads_per_chunk() {
 // chunk, K vectors a lane, chunks of G * K vectors.
 FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
   FwdGeometry geo;
-  const void* ptrs[2] = {p.feat->data<float>(), p.out->data<float>()};
-  geo.V = gnnone::make_geometry(p.F, true, ptrs, 2).V;
+  geo.V = row_vector(p, {p.feat->raw(), p.out->raw()}, nullptr, 4);
+  SPGNN_CHECK(geo.V > 0, InvalidArgument, "gat_fused: half rows of F = ", p.F,
+              " need F % 4 == 0 and rows aligned to 8 bytes");
   const int64_t lanes_per_head = p.F / geo.V;
   if (lanes_per_head > 32) {
     const HeadLanes l = head_lanes(lanes_per_head, geo.V);
@@ -998,14 +1062,14 @@ FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
   return geo;
 }
 
-template <class I, int V, int K>
-void forward_v(const FwdArgs<I>& a0, const FwdSchedule& s, int64_t chunks, int warps,
+template <class I, class T, int V, int K>
+void forward_v(const FwdArgs<I, T>& a0, const FwdSchedule& s, int64_t chunks, int warps,
                cudaStream_t st) {
-  FwdArgs<I> a = a0;
+  FwdArgs<I, T> a = a0;
   const int64_t team_warps = s.n_long + ceil_div<int64_t>(s.n_short, int64_t{32} >> a.g_log2);
   if (team_warps > 0) {
     const dim3 grid(blocks_for(team_warps, warps), static_cast<unsigned>(chunks));
-    gat_rows_kernel<I, V, K><<<grid, warps * 32, 0, st>>>(a);
+    gat_rows_kernel<I, T, V, K><<<grid, warps * 32, 0, st>>>(a);
     SPGNN_CUDA_CHECK_LAUNCH();
   }
   if (s.n_heavy == 0) return;
@@ -1014,22 +1078,22 @@ void forward_v(const FwdArgs<I>& a0, const FwdSchedule& s, int64_t chunks, int w
   a.pacc = part.get();
   a.pstat = part.get() + s.n_seg * a.W;
   const dim3 grid(blocks_for(s.n_seg, warps), static_cast<unsigned>(chunks));
-  gat_segment_kernel<I, V, K><<<grid, warps * 32, 0, st>>>(a);
+  gat_segment_kernel<I, T, V, K><<<grid, warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
-  gat_merge_kernel<I><<<blocks_for(s.n_heavy, warps), warps * 32, 0, st>>>(a);
+  gat_merge_kernel<I, T><<<blocks_for(s.n_heavy, warps), warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
-  gat_segment_attn_kernel<I><<<blocks_for(s.n_seg, warps), warps * 32, 0, st>>>(a);
+  gat_segment_attn_kernel<I, T><<<blocks_for(s.n_seg, warps), warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 
-template <class I>
+template <class I, class T>
 void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_chunk,
              cudaStream_t st) {
   const FwdGeometry geo = fwd_geometry(p, heads_per_chunk);
   const std::shared_ptr<FwdSchedule> s = fwd_schedule<I>(*p.g, heavy_deg, st);
   s->built.wait(st);
   const Graph& g = *p.g;
-  FwdArgs<I> a{};
+  FwdArgs<I, T> a{};
   a.rowptr = g.rowptr.data<I>();
   a.col = g.col.data<I>();
   a.order = s->order.data<I>();
@@ -1038,11 +1102,19 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
     a.seg_begin = s->seg_begin.data<int64_t>();
     a.seg_start = s->seg_start.data<int64_t>();
   }
-  a.feat = p.feat->data<float>();
-  a.el = p.el->data<float>();
-  a.er = p.er->data<float>();
-  a.out = p.out->data<float>();
-  a.attn = p.attn->data<float>();
+  a.feat = static_cast<const T*>(p.feat->raw());
+  a.el = static_cast<const T*>(p.el->raw());
+  a.er = static_cast<const T*>(p.er->raw());
+  a.out = static_cast<T*>(p.out->raw());
+  a.attn = static_cast<T*>(p.attn->raw());
+  // Halves: the raw logits in float32 scratch (see FwdArgs::raw); float32 writes them in attn.
+  std::unique_ptr<StreamScratch> raw;
+  if constexpr (kHalf<T>) {
+    raw = std::make_unique<StreamScratch>(static_cast<size_t>(g.nnz() * p.H) * sizeof(float), st);
+    a.raw = raw->get();
+  } else {
+    a.raw = a.attn;
+  }
   a.n_heavy = s->n_heavy;
   a.n_long = s->n_long;
   a.n_short = s->n_short;
@@ -1062,28 +1134,33 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
   a.seed = p.seed;
   a.seed_ptr = p.seed_ptr;
   const bool k1 = geo.K == 1;  // else K = 8 / V
-  switch (geo.V) {
-    case 4: (k1 ? forward_v<I, 4, 1> : forward_v<I, 4, 2>)(a, *s, geo.chunks, warps, st); break;
-    case 2: (k1 ? forward_v<I, 2, 1> : forward_v<I, 2, 4>)(a, *s, geo.chunks, warps, st); break;
-    default: (k1 ? forward_v<I, 1, 1> : forward_v<I, 1, 8>)(a, *s, geo.chunks, warps, st); break;
+  if constexpr (kHalf<T>) {  // V = 4 (row_vector)
+    (k1 ? forward_v<I, T, 4, 1> : forward_v<I, T, 4, 2>)(a, *s, geo.chunks, warps, st);
+  } else {
+    switch (geo.V) {
+      case 4: (k1 ? forward_v<I, T, 4, 1> : forward_v<I, T, 4, 2>)(a, *s, geo.chunks, warps, st); break;
+      case 2: (k1 ? forward_v<I, T, 2, 1> : forward_v<I, T, 2, 4>)(a, *s, geo.chunks, warps, st); break;
+      default: (k1 ? forward_v<I, T, 1, 1> : forward_v<I, T, 1, 8>)(a, *s, geo.chunks, warps, st); break;
+    }
   }
 }
 
-template <class I>
-void set_segments(GatArgs<I>& a, const Segments& s) {
+template <class I, class T>
+void set_segments(GatArgs<I, T>& a, const Segments& s) {
   a.n_seg = s.n_seg;
   a.seg_len = s.seg_len;
   a.seg_row = s.n_heavy ? s.seg_row.data<int64_t>() : nullptr;
   a.seg_begin = s.n_heavy ? s.seg_begin.data<int64_t>() : nullptr;
 }
 
-template <class I, int V, int K>
-void backward_v(GatArgs<I> a, const GatProblem& p, int warps, bool atomic, int64_t heavy_deg,
+template <class I, class T, int V, int K>
+void backward_v(GatArgs<I, T> a, const GatProblem& p, int warps, bool atomic, int64_t heavy_deg,
                 cudaStream_t st) {
   const std::shared_ptr<Segments> s = bwd_segments<I>(*p.g, heavy_deg);
   set_segments(a, *s);
-  auto kernel =
-      atomic ? gat_backward_rows_kernel<I, V, K, true> : gat_backward_rows_kernel<I, V, K, false>;
+  auto kernel = gat_backward_rows_kernel<I, T, V, K, false>;
+  if constexpr (!kHalf<T>)  // halves have no atomic variant (the front door converts)
+    if (atomic) kernel = gat_backward_rows_kernel<I, T, V, K, true>;
   kernel<<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, kRows);
   SPGNN_CUDA_CHECK_LAUNCH();
   if (s->n_heavy) {
@@ -1102,38 +1179,45 @@ void backward_v(GatArgs<I> a, const GatProblem& p, int warps, bool atomic, int64
   a.col = gt.col.data<I>();
   a.perm = p.perm->data<int64_t>();
   a.n = gt.n_rows;
-  gat_backward_sources_kernel<I, V, K><<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, false);
+  gat_backward_sources_kernel<I, T, V, K><<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, false);
   SPGNN_CUDA_CHECK_LAUNCH();
   if (st_t->n_heavy) {
-    gat_backward_sources_kernel<I, V, K><<<blocks_for(st_t->n_seg, warps), warps * 32, 0, st>>>(
+    gat_backward_sources_kernel<I, T, V, K><<<blocks_for(st_t->n_seg, warps), warps * 32, 0, st>>>(
         a, true);
     SPGNN_CUDA_CHECK_LAUNCH();
   }
 }
 
-template <class I>
+template <class I, class T>
 void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, float2* dz,
-              cudaStream_t st) {
-  const void* ptrs[3] = {p.feat->data<float>(), p.grad_out->data<float>(),
-                         p.grad_feat->data<float>()};
-  const gnnone::Geometry geo = gnnone::make_geometry(p.F, true, ptrs, 3);
-  GatArgs<I> a = make_args<I>(p, geo);
-  a.attn_in = p.attn->data<float>();
-  a.grad_out = p.grad_out->data<float>();
-  a.grad_feat = p.grad_feat->data<float>();
-  a.grad_el = p.grad_el->data<float>();
-  a.grad_er = p.grad_er->data<float>();
+              float* grad_feat, float* grad_el, float* grad_er, cudaStream_t st) {
+  const int V = row_vector(p, {p.feat->raw(), p.grad_out->raw()},
+                           kHalf<T> ? nullptr : p.grad_feat->raw());
+  SPGNN_CHECK(V > 0 && !(kHalf<T> && atomic), InvalidArgument, "gat_fused backward: half rows "
+              "of F = ", p.F, " need F % 4 == 0, aligned rows and the gather variant");
+  const int nv = static_cast<int>(p.F / V);
+  GatArgs<I, T> a = make_args<I, T>(p, nv);
+  a.attn_in = static_cast<const T*>(p.attn->raw());
+  a.grad_out = static_cast<const T*>(p.grad_out->raw());
+  a.grad_feat = grad_feat;
+  a.grad_el = grad_el;
+  a.grad_er = grad_er;
   a.dz = dz;
   a.tbuf = reinterpret_cast<float*>(dz + p.g->nnz() * p.H);
   a.heavy_deg = heavy_deg;
-  const HeadLanes l = head_lanes(geo.nv, geo.V);
+  const HeadLanes l = head_lanes(nv, V);
   a.g_log2 = l.g_log2;
   a.passes = l.passes;
   const bool k1 = l.K == 1;  // else K = 8 / V
-  switch (geo.V) {
-    case 4: (k1 ? backward_v<I, 4, 1> : backward_v<I, 4, 2>)(a, p, warps, atomic, heavy_deg, st); break;
-    case 2: (k1 ? backward_v<I, 2, 1> : backward_v<I, 2, 4>)(a, p, warps, atomic, heavy_deg, st); break;
-    default: (k1 ? backward_v<I, 1, 1> : backward_v<I, 1, 8>)(a, p, warps, atomic, heavy_deg, st); break;
+  if constexpr (kHalf<T>) {
+    if (V == 8) backward_v<I, T, 8, 1>(a, p, warps, atomic, heavy_deg, st);
+    else (k1 ? backward_v<I, T, 4, 1> : backward_v<I, T, 4, 2>)(a, p, warps, atomic, heavy_deg, st);
+  } else {
+    switch (V) {
+      case 4: (k1 ? backward_v<I, T, 4, 1> : backward_v<I, T, 4, 2>)(a, p, warps, atomic, heavy_deg, st); break;
+      case 2: (k1 ? backward_v<I, T, 2, 1> : backward_v<I, T, 2, 4>)(a, p, warps, atomic, heavy_deg, st); break;
+      default: (k1 ? backward_v<I, T, 1, 1> : backward_v<I, T, 1, 8>)(a, p, warps, atomic, heavy_deg, st); break;
+    }
   }
 }
 
@@ -1157,8 +1241,11 @@ void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg, int he
   }
   SPGNN_CHECK(heads_per_chunk >= 0 && heads_per_chunk <= kMaxHc, InvalidArgument,
               "gat_fused: heads_per_chunk must be in 0..", kMaxHc, ", got ", heads_per_chunk);
-  if (g.index_dtype() == DType::i64) forward<int64_t>(p, warps, heavy_deg, heads_per_chunk, st);
-  else forward<int32_t>(p, warps, heavy_deg, heads_per_chunk, st);
+  elem::dispatch(p.feat->dtype(), [&](auto t) {
+    using T = decltype(t);
+    if (g.index_dtype() == DType::i64) forward<int64_t, T>(p, warps, heavy_deg, heads_per_chunk, st);
+    else forward<int32_t, T>(p, warps, heavy_deg, heads_per_chunk, st);
+  });
 }
 
 void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg) {
@@ -1183,8 +1270,58 @@ void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t hea
   // (weight, d_a then d_z) per edge and head, then t per row (split rows only)
   StreamScratch dz(static_cast<size_t>((2 * g.nnz() + g.n_rows) * p.H) * sizeof(float), st);
   float2* dz2 = reinterpret_cast<float2*>(dz.get());
-  if (g.index_dtype() == DType::i64) backward<int64_t>(p, warps, atomic, heavy_deg, dz2, st);
-  else backward<int32_t>(p, warps, atomic, heavy_deg, dz2, st);
+  const DType dt = p.feat->dtype();
+  if (!is_half(dt)) {
+    float *gf = p.grad_feat->data<float>(), *gl = p.grad_el->data<float>(),
+          *gr = p.grad_er->data<float>();
+    if (g.index_dtype() == DType::i64) backward<int64_t, float>(p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
+    else backward<int32_t, float>(p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
+    return;
+  }
+  // Halves: float32 sums in stream-ordered scratch (capturable in a CUDA graph, unlike a
+  // cudaMalloc), rounded into the outputs once; float32 outputs (the front door allows them
+  // with half inputs) take the sums directly when grad_feat's rows are aligned for the vectors.
+  const int64_t nf = p.grad_feat->numel(), nl = p.grad_el->numel(), nr = p.grad_er->numel();
+  const bool direct =
+      p.grad_feat->dtype() == DType::f32 && gnnone::aligned_to(p.grad_feat->raw(), 16);
+  std::unique_ptr<StreamScratch> sums;
+  float *gf, *gl, *gr;
+  if (direct) {
+    gf = p.grad_feat->data<float>();
+    gl = p.grad_el->data<float>();
+    gr = p.grad_er->data<float>();
+  } else {
+    sums = std::make_unique<StreamScratch>(static_cast<size_t>(nf + nl + nr) * sizeof(float), st);
+    gf = sums->get();
+    gl = gf + nf;
+    gr = gl + nl;
+  }
+  elem::dispatch(dt, [&](auto t) {
+    using T = decltype(t);
+    if (g.index_dtype() == DType::i64) backward<int64_t, T>(p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
+    else backward<int32_t, T>(p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
+  });
+  if (direct) return;
+  const int dev = g.device().index;
+  const DType out_dt = p.grad_feat->dtype();
+  if (out_dt == DType::f32) {  // float32 outputs whose rows the vectors could not write
+    SPGNN_CUDA_CHECK(cudaMemcpyAsync(p.grad_feat->raw(), gf, nf * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, st));
+    SPGNN_CUDA_CHECK(cudaMemcpyAsync(p.grad_el->raw(), gl, nl * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, st));
+    SPGNN_CUDA_CHECK(cudaMemcpyAsync(p.grad_er->raw(), gr, nr * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, st));
+    return;
+  }
+  cuda_convert(gf, DType::f32, p.grad_feat->raw(), out_dt, nf, dev, st);
+  cuda_convert(gl, DType::f32, p.grad_el->raw(), out_dt, nl, dev, st);
+  cuda_convert(gr, DType::f32, p.grad_er->raw(), out_dt, nr, dev, st);
+}
+
+int gat_fused_half_width(const GatProblem& p, bool backward) {
+  if (!is_half(p.feat->dtype())) return 0;
+  return backward ? row_vector(p, {p.feat->raw(), p.grad_out->raw()})
+                  : row_vector(p, {p.feat->raw(), p.out->raw()}, nullptr, 4);
 }
 
 }  // namespace spgnn::detail
