@@ -144,6 +144,23 @@ TEST_F(Cli, BenchHalfPrecisionChecksEachDtype) {
                "--format csv");
   ASSERT_EQ(s.code, 0) << s.out;
   EXPECT_NE(s.out.find("bf16"), std::string::npos) << s.out;
+  // bench gat: every tensor of the op in the dtype, each row within its dtype's rounding, and
+  // each half row timed against the float32 row of the same variant.
+  auto g = run("bench gat --graph rmat:8:8:1 --dim 12 --heads 2 --dtype all --device cpu "
+               "--reps 2 --warmup 1 --format json");
+  ASSERT_EQ(g.code, 0) << g.out;
+  std::map<std::string, int> gat_rows;
+  for (const auto& row : nlohmann::json::parse(g.out)) {
+    const std::string dt = row["dtype"];
+    ++gat_rows[dt];
+    EXPECT_FALSE(row["failed"].get<bool>()) << row.dump();
+    const double tol = dt == "f32" ? 1e-4 : dt == "f16" ? 2e-3 : 1.6e-2;
+    EXPECT_LT(row["rel_err"].get<double>(), tol) << row.dump();
+    EXPECT_EQ(row["vs_f32"].is_null(), dt == "f32") << row.dump();
+  }
+  EXPECT_EQ(gat_rows["f32"], 3);  // fused and unfused forward, the backward
+  EXPECT_EQ(gat_rows["f16"], 3);
+  EXPECT_EQ(gat_rows["bf16"], 3);
 }
 
 // spgnn train --dtype f16: float16 aggregations with loss scaling report the scale and the
@@ -340,7 +357,7 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       {"bench spmm --graph rmat:6 --op u_pow_e --device cpu", "u_pow_e"},
       {"bench spmm --graph rmat:6 --device tpu", "tpu"},
       {"bench spmm --graph rmat:6 --dtype f8 --device cpu", "f8"},
-      {"bench gat --graph rmat:6 --dtype bf16 --device cpu", "spmm and sddmm only"},
+      {"bench maxk --graph rmat:6 --dtype bf16 --device cpu", "applies to spmm, sddmm and gat"},
       // gat's --param goes to the fused strategy (gat_fused on a GPU, cpu here: it has none)
       {"bench gat --graph rmat:6 --param heavy_deg=64 --device cpu",
        "has no parameter 'heavy_deg'"},

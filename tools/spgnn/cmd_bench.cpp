@@ -138,6 +138,7 @@ void run_bench(const BenchOpts& o) {
     a.check_rows = o.check_rows;
     a.flags = o.flags;
     a.params = o.params;
+    a.dtypes = o.dtypes;
     return run_bench_gat(a);
   }
   const OpKind kind = o.kernel == "spmm" ? OpKind::spmm : OpKind::sddmm;
@@ -373,7 +374,7 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--wide-e", o->wide_e, "spmm: edge operand of width F instead of 1");
   cmd->add_option("--dtype", o->dtypes,
-                  "spmm/sddmm feature dtype: f32, f16, bf16 or all (repeatable or comma-separated)")
+                  "spmm/sddmm feature dtype, gat: every tensor's: f32, f16, bf16 or all (repeatable or comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember({"f32", "f16", "bf16", "all"}))
       ->capture_default_str();
@@ -390,8 +391,8 @@ void register_bench(CLI::App& app) {
     o->dims_given = cmd->count("--dim") > 0;
     if (std::find(o->dtypes.begin(), o->dtypes.end(), "all") != o->dtypes.end())
       o->dtypes = {"f32", "f16", "bf16"};
-    SPGNN_CHECK(o->kernel == "spmm" || o->kernel == "sddmm" || o->dtypes == std::vector<std::string>{"f32"},
-                InvalidArgument, "bench ", o->kernel, ": --dtype applies to spmm and sddmm only");
+    SPGNN_CHECK(o->kernel != "maxk" || o->dtypes == std::vector<std::string>{"f32"},
+                InvalidArgument, "bench ", o->kernel, ": --dtype applies to spmm, sddmm and gat");
     SPGNN_CHECK(o->kernel == "maxk" || cmd->count("--input") == 0, InvalidArgument, "bench ",
                 o->kernel, ": --input applies to maxk only");
     if (o->tune) set_tune_on_miss(true);

@@ -4,6 +4,10 @@
 // On the CPU: cpu (OpenMP) and unfused. Every forward result is first compared with cpu_ref
 // (float64) on sampled rows (out and attention weights); the backward's grad_er is compared on
 // the same rows, and the two backward variants' grad_feat / grad_el with each other.
+// --dtype f16/bf16: every tensor of the op in that dtype (the fused kernels' half path; the
+// unfused composition and the atomic backward convert to float32), checked against the
+// reference on the same, exactly converted values within the dtype's rounding; "vs f32" is the
+// float32 row's time of the same variant over this row's.
 #include <omp.h>
 
 #include <algorithm>
@@ -24,18 +28,18 @@ namespace spgnn::cli {
 namespace {
 
 struct Row {
-  std::string graph, variant, note;
+  std::string graph, variant, note, dtype = "f32";
   int64_t n = 0, nnz = 0, H = 0, F = 0;
-  double ms = NAN, gbs = NAN, speedup = NAN, err = NAN;
+  double ms = NAN, gbs = NAN, speedup = NAN, err = NAN, vs_f32 = NAN;
   bool failed = false;
 };
 
 // Bytes the fused forward must move at least: indices, el per edge-head, er and the output per
 // row, one gathered feature row per edge and the attention weights written once.
-double forward_bytes(const Graph& g, int64_t H, int64_t F) {
+double forward_bytes(const Graph& g, int64_t H, int64_t F, double elem) {
   const double idx = double(dtype_size(g.index_dtype()));
   const double nnz = double(g.nnz()), n = double(g.n_rows), W = double(H * F);
-  return nnz * (idx + 4 * H + 4 * H + 4 * W) + n * (idx + 4 * H + 4 * W);
+  return nnz * (idx + elem * (2 * H + W)) + n * (idx + elem * (H + W));
 }
 
 }  // namespace
@@ -64,13 +68,29 @@ void run_bench_gat(const GatBenchArgs& o) {
     const Graph g = dev.is_cuda() ? host.to(dev) : host;
     const RowSample sample = o.no_check ? RowSample{} : sample_rows(host, o.check_rows, o.seed);
     for (int64_t H : o.heads)
-      for (int64_t F : o.dims) {
-        const Tensor feat_h = random_values({host.n_cols, H * F}, o.seed + 1, -1.f, 1.f);
-        const Tensor el_h = random_values({host.n_cols, H}, o.seed + 2, -2.f, 2.f);
-        const Tensor er_h = random_values({host.n_rows, H}, o.seed + 3, -2.f, 2.f);
-        const Tensor gout_h = random_values({host.n_rows, H * F}, o.seed + 4, -1.f, 1.f);
-        auto on_dev = [&](const Tensor& t) { return dev.is_cuda() ? t.to(dev) : t; };
+      for (int64_t F : o.dims)
+      for (const std::string& dtype_text : o.dtypes) {
+        const DType vt = feature_dtype(dtype_text);
+        // The values in the benchmark's dtype; the reference gets their exact float32 values.
+        auto values = [&](std::vector<int64_t> shape, uint64_t seed, float lo, float hi) {
+          const Tensor t = random_values(std::move(shape), seed, lo, hi);
+          return is_half(vt) ? t.astype(vt).astype(DType::f32) : t;
+        };
+        const Tensor feat_h = values({host.n_cols, H * F}, o.seed + 1, -1.f, 1.f);
+        const Tensor el_h = values({host.n_cols, H}, o.seed + 2, -2.f, 2.f);
+        const Tensor er_h = values({host.n_rows, H}, o.seed + 3, -2.f, 2.f);
+        const Tensor gout_h = values({host.n_rows, H * F}, o.seed + 4, -1.f, 1.f);
+        auto on_dev = [&](const Tensor& t) {
+          const Tensor c = is_half(vt) ? t.astype(vt) : t;
+          return dev.is_cuda() ? c.to(dev) : c;
+        };
         const Tensor feat = on_dev(feat_h), el = on_dev(el_h), er = on_dev(er_h), gout = on_dev(gout_h);
+        // float32: 1e-4; halves: the rounding of each result (twice for the backward's inputs,
+        // which include the rounded attention weights).
+        const double tol = vt == DType::f16 ? 2.0 / 2048 : vt == DType::bf16 ? 2.0 / 256 : 1e-4;
+        auto host_f32 = [&](const Tensor& t) {
+          return is_half(vt) ? t.to(Device::cpu()).astype(DType::f32) : t;
+        };
         GatParams prm;
         prm.heads = H;
         Tensor out_ref, attn_ref, gf_r, gel_r, ger_ref;
@@ -83,10 +103,11 @@ void run_bench_gat(const GatBenchArgs& o) {
           gat_aggregate_backward(sample.graph, feat_h, el_h, er_s, attn_ref, gout_s, prm, gf_r,
                                  gel_r, ger_ref, ro);
         }
-        const double bytes = forward_bytes(host, H, F);
+        const double bytes = forward_bytes(host, H, F, double(dtype_size(vt)));
         auto base = [&](const std::string& variant) {
           Row r;
           r.graph = gname;
+          r.dtype = dtype_text;
           r.variant = variant;
           r.n = host.n_rows;
           r.nnz = host.nnz();
@@ -102,15 +123,15 @@ void run_bench_gat(const GatBenchArgs& o) {
           OpOptions opt;
           opt.schedule.strategy = s;
           if (s == fused) opt.schedule = fused_s;
-          Tensor out = Tensor::full({host.n_rows, H * F}, DType::f32, NAN, dev);
-          Tensor attn = Tensor::full({host.nnz(), H}, DType::f32, NAN, dev);
+          Tensor out = Tensor::full({host.n_rows, H * F}, vt, NAN, dev);
+          Tensor attn = Tensor::full({host.nnz(), H}, vt, NAN, dev);
           auto call = [&] { gat_aggregate(g, feat, el, er, prm, out, attn, opt); };
           call();
           detail::synchronize(dev);
           if (!o.no_check) {
-            r.err = std::max(rel_err(gather_rows(out, sample.rows), out_ref),
-                             rel_err(gather_rows(attn, sample.edges), attn_ref));
-            r.failed = !(r.err < 1e-4);
+            r.err = std::max(rel_err(gather_rows(host_f32(out), sample.rows), out_ref),
+                             rel_err(gather_rows(host_f32(attn), sample.edges), attn_ref));
+            r.failed = !(r.err < tol);
           }
           const auto t = detail::time_runs(call, dev, o.warmup, o.reps);
           r.ms = t.median;
@@ -146,14 +167,15 @@ void run_bench_gat(const GatBenchArgs& o) {
             if (!o.no_check) {
               // grad_er of a row depends on that row's edges only: compare on the sample. The
               // variants' grad_feat / grad_el (sums over whole columns) are compared with each other.
-              r.err = rel_err(gather_rows(ger, sample.rows), ger_ref);
+              r.err = rel_err(gather_rows(host_f32(ger), sample.rows), ger_ref);
               if (gf_first.defined())
-                r.err = std::max({r.err, rel_err(gf, gf_first), rel_err(gel, gel_first)});
-              r.failed = !(r.err < 1e-4);
+                r.err = std::max({r.err, rel_err(host_f32(gf), gf_first),
+                                  rel_err(host_f32(gel), gel_first)});
+              r.failed = !(r.err < 2 * tol);
             }
             if (!gf_first.defined()) {
-              gf_first = gf.to(Device::cpu());
-              gel_first = gel.to(Device::cpu());
+              gf_first = host_f32(gf.to(Device::cpu()));
+              gel_first = host_f32(gel.to(Device::cpu()));
             }
             const auto t = detail::time_runs(call, dev, o.warmup, o.reps);
             r.ms = t.median;
@@ -167,22 +189,28 @@ void run_bench_gat(const GatBenchArgs& o) {
   for (auto& r : rows) {
     if (r.failed) r.note = "WRONG RESULT (rel err " + fixed(r.err, 8) + ")";
     any_failed = any_failed || r.failed;
+    for (const auto& f : rows)
+      if (f.dtype == "f32" && r.dtype != "f32" && f.graph == r.graph && f.H == r.H &&
+          f.F == r.F && f.variant == r.variant)
+        r.vs_f32 = f.ms / r.ms;
   }
   if (o.format == "json") {
     nlohmann::json j = nlohmann::json::array();
     auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
     for (const auto& r : rows)
       j.push_back({{"kernel", "gat"}, {"device", dev.str()}, {"graph", r.graph}, {"n", r.n},
-                   {"nnz", r.nnz}, {"H", r.H}, {"F", r.F}, {"variant", r.variant},
-                   {"median_ms", num(r.ms)}, {"gbs", num(r.gbs)}, {"ratio", num(r.speedup)},
+                   {"nnz", r.nnz}, {"H", r.H}, {"F", r.F}, {"dtype", r.dtype},
+                   {"variant", r.variant}, {"median_ms", num(r.ms)}, {"gbs", num(r.gbs)},
+                   {"ratio", num(r.speedup)}, {"vs_f32", num(r.vs_f32)},
                    {"rel_err", num(r.err)}, {"failed", r.failed}, {"note", r.note}});
     std::cout << j.dump(2) << "\n";
   } else {
-    Table t({"graph", "H", "F", "variant", "ms", "GB/s", "ratio", "rel err", ""});
+    Table t({"graph", "H", "F", "dtype", "variant", "ms", "GB/s", "ratio", "vs f32", "rel err", ""});
     for (const auto& r : rows)
-      t.add({r.graph, std::to_string(r.H), std::to_string(r.F), r.variant,
+      t.add({r.graph, std::to_string(r.H), std::to_string(r.F), r.dtype, r.variant,
              std::isfinite(r.ms) ? fixed(r.ms, 4) : "-", std::isfinite(r.gbs) ? fixed(r.gbs, 1) : "-",
              std::isfinite(r.speedup) ? fixed(r.speedup, 2) + "x" : "-",
+             std::isfinite(r.vs_f32) ? fixed(r.vs_f32, 2) + "x" : "-",
              std::isfinite(r.err) ? fixed(r.err, 9) : "-", r.note});
     if (o.format == "csv") {
       std::cout << t.csv();
@@ -191,7 +219,8 @@ void run_bench_gat(const GatBenchArgs& o) {
                 << " warm-up; forward checked against cpu_ref (float64) on sampled rows"
                 << (o.no_check ? " [check skipped]" : "") << "\n"
                 << "ratio: forward rows = unfused ms / " << fused
-                << " ms (the fused speedup); backward rows = first variant ms / this ms\n"
+                << " ms (the fused speedup); backward rows = first variant ms / this ms; "
+                   "vs f32: the float32 row's ms / this ms\n"
                 << t.str();
     }
   }

@@ -23,6 +23,7 @@ struct GatBenchArgs {
   int64_t check_rows = 4096;
   LoadFlags flags;
   std::vector<std::string> params;  // key=value for the fused strategy (e.g. heavy_deg)
+  std::vector<std::string> dtypes{"f32"};  // f32, f16, bf16: every tensor of the op
 };
 
 void run_bench_gat(const GatBenchArgs& args);
