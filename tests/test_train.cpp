@@ -127,16 +127,17 @@ TEST(TrainBuiltin, EveryModelBeatsChanceByFar) {
   }
 }
 
-// bfloat16 aggregations (GCN, SAGE, GIN): the same learning as float32, seed for seed within a
-// few points on the planted partition, and the process-wide setting restored afterwards.
+// bfloat16 aggregations (GCN, SAGE, GIN; GAT's attention): the same learning as float32, seed
+// for seed within a few points on the planted partition, and the process-wide setting restored
+// afterwards.
 TEST(TrainBuiltin, Bfloat16AggregationsLearnWhatFloat32Learns) {
   const Dataset d = nn::load_dataset("builtin");
-  for (ConvKind kind : {ConvKind::gcn, ConvKind::sage, ConvKind::gin}) {
+  for (ConvKind kind : {ConvKind::gcn, ConvKind::sage, ConvKind::gin, ConvKind::gat}) {
     RunSpec r;
     r.kind = kind;
     r.epochs = 100;
     r.normalize = false;
-    r.hidden = kind == ConvKind::gcn ? 16 : 32;
+    r.hidden = kind == ConvKind::gcn ? 16 : kind == ConvKind::gat ? 8 : 32;
     r.lr = kind == ConvKind::gin ? 0.005 : 0.01;
     const double f32 = train_once(d, r, seed_for(8));
     r.aggregation = DType::bf16;
@@ -153,12 +154,12 @@ TEST(TrainBuiltin, Bfloat16AggregationsLearnWhatFloat32Learns) {
 // where the gradients are finite (no step skipped at the default 2^16 on this data).
 TEST(TrainBuiltin, Float16AggregationsWithLossScalingLearnWhatFloat32Learns) {
   const Dataset d = nn::load_dataset("builtin");
-  for (ConvKind kind : {ConvKind::gcn, ConvKind::sage, ConvKind::gin}) {
+  for (ConvKind kind : {ConvKind::gcn, ConvKind::sage, ConvKind::gin, ConvKind::gat}) {
     RunSpec r;
     r.kind = kind;
     r.epochs = 100;
     r.normalize = false;
-    r.hidden = kind == ConvKind::gcn ? 16 : 32;
+    r.hidden = kind == ConvKind::gcn ? 16 : kind == ConvKind::gat ? 8 : 32;
     r.lr = kind == ConvKind::gin ? 0.005 : 0.01;
     const double f32 = train_once(d, r, seed_for(9));
     r.aggregation = DType::f16;

@@ -191,10 +191,7 @@ std::atomic<bool> g_allow_tf32{false};
 void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool allow_tf32() { return g_allow_tf32; }
 
-namespace {
-std::atomic<DType> g_aggregation_dtype{DType::f32};
-
-// dst = src converted (float32 <-> float16/bfloat16), on src's device and `stream`.
+namespace detail {
 void convert_into(const Tensor& src, Tensor& dst, void* stream) {
   if (src.device().is_cuda()) {
     spgnn::detail::cuda_convert(src.raw(), src.dtype(), dst.raw(), dst.dtype(), src.numel(),
@@ -224,6 +221,11 @@ void convert_into(const Tensor& src, Tensor& dst, void* stream) {
     for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_float(s[i]);
   }
 }
+}  // namespace detail
+
+namespace {
+std::atomic<DType> g_aggregation_dtype{DType::f32};
+using detail::convert_into;
 
 // Reused bfloat16 buffers of the aggregations (one per role, device and shape): allocating and
 // freeing device memory every call would cost more than the conversions.

@@ -21,5 +21,7 @@ void force_aggregation_padding(bool on);
 Tensor& keep(Tensor& buf, const std::vector<int64_t>& shape, DType dt, Device dev);
 // A CBSR buffer that maxk(x, k, c) can write again: emptied when x's shape or device changed.
 Cbsr& keep_cbsr(Cbsr& c, const Tensor& x, int64_t k);
+// dst = src converted (float32 <-> float16/bfloat16, same shape), on src's device and `stream`.
+void convert_into(const Tensor& src, Tensor& dst, void* stream);
 
 }  // namespace spgnn::nn::detail

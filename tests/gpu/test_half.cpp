@@ -618,6 +618,45 @@ TEST(HalfGpu, LayersPadHalfAggregationsToEight) {
 #endif
 }
 
+// A GAT layer under half aggregations runs its attention on half copies of feat, el and er
+// (the fused kernels' half path on the GPU, at heads padded to a multiple of 4; the host converts
+// the same values): forward, d x and every weight gradient agree within two roundings, in both
+// half dtypes, for a padded (41) and an unpadded (16) head width.
+TEST(HalfGpu, GatLayerRunsItsAttentionInHalf) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  const Graph g = generate_erdos_renyi(2000, 40, seed_for(90));
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int64_t out : {41, 16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " out=" + std::to_string(out));
+      nn::ConvSpec s;
+      s.kind = nn::ConvKind::gat;
+      s.in = 70;
+      s.out = out;
+      s.heads = 2;
+      s.seed = 6;
+      nn::set_aggregation_dtype(dt);
+      nn::GraphContext hctx(g, Device::cpu()), dctx(g, Device::cuda());
+      auto hl = nn::make_conv(s, DType::f32, Device::cpu());
+      auto dl = nn::make_conv(s, DType::f32, Device::cuda());
+      const Tensor x = random_tensor({g.n_rows, s.in}, seed_for(91));
+      const Tensor r = random_tensor({g.n_rows, hl->out_width()}, seed_for(92));
+      const double tol = 2 * half_tol(dt);
+      const Tensor hy = hl->forward(hctx, x, false, 0);
+      const Tensor dy = dl->forward(dctx, x.to(Device::cuda()), false, 0);
+      ASSERT_EQ(dy.shape(), hy.shape());
+      EXPECT_LT(rel_error(dy, hy), tol) << "forward";
+      const Tensor hdx = hl->backward(hctx, r, true);
+      const Tensor ddx = dl->backward(dctx, r.to(Device::cuda()), true);
+      EXPECT_LT(rel_error(ddx, hdx), tol) << "grad x";
+      auto hp = hl->parameters(), dp = dl->parameters();
+      for (size_t i = 0; i < hp.size(); ++i)
+        EXPECT_LT(rel_error(dp[i]->grad, hp[i]->grad), tol) << hp[i]->name;
+      nn::set_aggregation_dtype(DType::f32);
+    }
+#endif
+}
+
 TEST(HalfGpu, StrategiesWithoutHalfKernelsSaySo) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
@@ -663,9 +702,9 @@ TEST(HalfGpu, StrategiesWithoutHalfKernelsSaySo) {
 #endif
 }
 
-// The ops without half kernels (edge_softmax, the GAT aggregation, maxk and the CBSR products,
-// forward and backward) take half operands on the GPU too: converted to float32 and back on the
-// device, on the op's stream. Run here on a non-blocking stream, whose work the default stream
+// The ops without half kernels (edge_softmax, maxk and the CBSR products, forward and backward;
+// the unfused GAT composition) take half operands on the GPU too: converted to float32 and back
+// on the device, on the op's stream; the fused GAT reads them itself. Run here on a non-blocking stream, whose work the default stream
 // does not wait for, with every output poisoned: a conversion on another stream, or one not
 // waited for, shows as NaN or stale values. Each result is held to the oracle on the same
 // (exactly converted) values within the half dtype's rounding (gradients: two roundings).

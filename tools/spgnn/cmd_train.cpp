@@ -254,15 +254,15 @@ void run_train(const TrainOpts& o) {
     std::printf("model    %s (%lld parameters) on %s\n", nn::describe(mc).c_str(),
                 (long long)model.num_parameters(), dev.str().c_str());
     if (o.dtype != "f32") {
-      // Say what the half dtype covers: GAT's attention kernels have no half path, so on the CPU
-      // a GAT trains exactly as in float32, which a user comparing the two would puzzle over.
-      std::printf("dtype    %s aggregations%s, float32 weights and Adam, %s GEMMs%s%s\n",
-                  o.dtype.c_str(), dev.is_cuda() ? " (where the GPU's half SpMM is faster)" : "",
-                  tc.allow_tf32 && dev.is_cuda() ? "TF32" : "float32",
-                  o.dtype == "f16" ? ", dynamic loss scaling" : "",
+      // Say what the half dtype covers: SpMM aggregations only where the GPU's half kernel is
+      // faster, GAT's attention always (its fused kernels read half rows).
+      std::printf("dtype    %s %s, float32 weights and Adam, %s GEMMs%s\n", o.dtype.c_str(),
                   mc.kind == nn::ConvKind::gat
-                      ? "; GAT's attention has no half path and runs in float32"
-                      : "");
+                      ? "attention (feat, logits' inputs, weights)"
+                      : dev.is_cuda() ? "aggregations (where the GPU's half SpMM is faster)"
+                                      : "aggregations",
+                  tc.allow_tf32 && dev.is_cuda() ? "TF32" : "float32",
+                  o.dtype == "f16" ? ", dynamic loss scaling" : "");
     }
     std::fflush(stdout);
   }
