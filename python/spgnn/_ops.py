@@ -833,7 +833,8 @@ register_autograd(f"{_lib}::dropout", _dropout_backward, setup_context=_dropout_
 # to one dtype before it runs, so that a layer may mix an autocast GEMM's half output with float32
 # parameters or graph weights: the autocast dtype on the CPU (float16/bfloat16 run there in
 # float32 with one rounding per result); on the GPU the autocast dtype for the ops with half
-# kernels (gspmm, gsddmm), float32 for the others, and for g-SpMMs float32 unless
+# kernels (gspmm, gsddmm, and the GAT aggregation where each head's width is a multiple of 4:
+# the fused kernels' half path), float32 for the others, and for g-SpMMs float32 unless
 # C.half_spmm_width_pays(width) (multiples of 8 from 64 to 256, then multiples of 64): elsewhere
 # the GPU's half SpMM is slower than float32 on R-MAT graphs (0.86-0.92x at F = 40-56, H200),
 # and on the Reddit shape at widths off 8 (0.6-0.7x at F = 68 / 100; docs/STRATEGIES.md).
@@ -844,7 +845,7 @@ register_autograd(f"{_lib}::dropout", _dropout_backward, setup_context=_dropout_
 _AUTOCAST_OPS = ("gspmm", "gspmm_arg", "gsddmm", "edge_softmax",
                  "edge_softmax_backward", "gat_aggregate", "gat_aggregate_backward", "maxk",
                  "cbsr_to_dense", "cbsr_gather", "cbsr_spgemm", "cbsr_sspmm")
-_GPU_HALF_OPS = ("gspmm", "gspmm_arg", "gsddmm")
+_GPU_HALF_OPS = ("gspmm", "gspmm_arg", "gsddmm", "gat_aggregate", "gat_aggregate_backward")
 _autocast_lib = torch.library.Library(_lib, "IMPL")
 
 
@@ -865,6 +866,12 @@ def _gpu_half_pays(name: str, args) -> bool:
         _h, op, _reduce, u, e = args[:5]
         width = _spmm_width(op, u, e)
         return C.half_spmm_width_pays(int(width))
+    if name in ("gat_aggregate", "gat_aggregate_backward"):
+        # The fused kernels read half rows of F % 4 == 0 themselves (forward ~1.0-1.2x, backward
+        # 1.1-1.45x float32's on the Reddit shape and R-MAT 21, H200); other widths would
+        # only add two conversions.
+        feat, heads = args[1], args[4] if name == "gat_aggregate" else args[6]
+        return heads > 0 and feat.shape[1] % heads == 0 and (feat.shape[1] // heads) % 4 == 0
     return True
 
 

@@ -534,6 +534,14 @@ def test_autocast_picks_float32_for_narrow_gpu_aggregations():
     assert not _gpu_half_pays("gspmm", (h, "copy_e", "sum", None, torch.empty(7), 5, ""))
     assert _gpu_half_pays("gspmm", (h, "copy_e", "sum", None, torch.empty(7, 64), 5, ""))
     assert _gpu_half_pays("gsddmm", (h, "dot", torch.empty(5, 4), torch.empty(5, 4), "u", "v"))
+    # The GAT aggregation: in half where each head's width is a multiple of 4 (forward and
+    # backward alike, from the same feat).
+    el, s = torch.empty(5, 2), torch.empty(0)
+    for W, want in ((8, True), (16, True), (12, False), (6, False), (24, True), (2, False)):
+        feat = torch.empty(5, W)
+        assert _gpu_half_pays("gat_aggregate", (h, feat, el, el, 2, 0.2, 0.0, s, 5, "")) is want
+        assert _gpu_half_pays("gat_aggregate_backward",
+                              (h, feat, el, el, s, feat, 2, 0.2, 0.0, s, "")) is want
 
 
 @pytest.mark.gpu
@@ -578,6 +586,28 @@ def test_gspmm_gsddmm_half_precision_on_the_gpu(gen, dtype):
             y = layer(x, ei.cuda())
         assert y.dtype == want, (F_in, F_out)
         assert rel_err(y, layer(x, ei.cuda())) < 4 * HALF_TOL[dtype], (F_in, F_out)
+    # The GAT aggregation reads half rows itself (the fused kernels' half path) where a head is a
+    # multiple of 4 wide, forward and backward, and answers as the CPU's half path does (float32
+    # arithmetic, one rounding per result); narrower heads stay float32 under autocast.
+    for H, F in ((2, 8), (1, 16), (3, 12), (2, 6)):
+        feat = randn(gen, n, H * F).to(dtype)
+        el, er = randn(gen, n, H).to(dtype), randn(gen, n, H).to(dtype)
+        up = randn(gen, n, H * F).to(dtype)
+        leaves = [t.clone().requires_grad_() for t in (feat, el, er)]
+        out, attn = ops.gat_aggregate(g, *leaves)
+        grads = torch.autograd.grad(out.reshape(n, -1), leaves, up)
+        dleaves = [t.cuda().requires_grad_() for t in (feat, el, er)]
+        dout, dattn = ops.gat_aggregate(gc, *dleaves)
+        dgrads = torch.autograd.grad(dout.reshape(n, -1), dleaves, up.cuda())
+        assert dout.dtype == dattn.dtype == dtype and dout.is_cuda
+        assert rel_err(dout.cpu(), out) < 2 * HALF_TOL[dtype], (H, F)
+        assert rel_err(dattn.cpu(), attn) < 2 * HALF_TOL[dtype], (H, F)
+        for a, b, name in zip(dgrads, grads, ("feat", "el", "er")):
+            assert a.dtype == dtype and rel_err(a.cpu(), b) < 4 * HALF_TOL[dtype], (H, F, name)
+        x32 = [t.float().cuda() for t in (feat, el, er)]
+        with torch.autocast("cuda", dtype=dtype):
+            aout, _ = ops.gat_aggregate(gc, *x32)
+        assert aout.dtype == (dtype if F % 4 == 0 else torch.float32), (H, F)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
