@@ -7,6 +7,7 @@
 // SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and the case list.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -207,6 +208,36 @@ struct LayerCase {
 
 class NnGpuLayer : public ::testing::TestWithParam<LayerCase> {};
 
+// The GAT logit of an edge, el[u] + er[v], nearest to LeakyReLU's kink, in float64 from the
+// layer's weights (W [in, H*out], attention vectors [H, out]) over the graph the layer attends
+// on. Within float32 rounding of 0, the GPU (cuBLAS's summation order) and the CPU may land on
+// different sides of the kink and take different slopes in the backward: with
+// SPGNN_TEST_SEED=1454637078 one logit was 5e-8 from 0 and grad x differed by 0.4% (HEAD's
+// kernels and these alike; the CPU layer matched float64 to 2e-7), where other seeds' nearest
+// logits sit 1e-6 and more away. Such inputs test rounding, not the kernels, and are redrawn.
+double nearest_gat_logit(const Graph& g, const Tensor& x, nn::Layer& layer, int64_t H, int64_t F) {
+  const auto ps = layer.parameters();
+  const float* w = ps[0]->value.data<float>();
+  const float* as = ps[1]->value.data<float>();
+  const float* ad = ps[2]->value.data<float>();
+  const int64_t n = x.dim(0), in = x.dim(1), W = H * F;
+  std::vector<double> el(size_t(n * H), 0.0), er(size_t(n * H), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < W; ++j) {
+      double f = 0;
+      for (int64_t k = 0; k < in; ++k) f += double(x.data<float>()[i * in + k]) * w[k * W + j];
+      el[size_t(i * H + j / F)] += f * as[j];
+      er[size_t(i * H + j / F)] += f * ad[j];
+    }
+  const Tensor row = g.row.astype(DType::i64), col = g.col.astype(DType::i64);
+  double best = INFINITY;
+  for (int64_t e = 0; e < g.nnz(); ++e)
+    for (int64_t h = 0; h < H; ++h)
+      best = std::min(best, std::fabs(el[size_t(col.data<int64_t>()[e] * H + h)] +
+                                      er[size_t(row.data<int64_t>()[e] * H + h)]));
+  return best;
+}
+
 TEST_P(NnGpuLayer, ForwardAndBackwardMatchCpu) {
   SPGNN_REQUIRE_GPU();
   const LayerCase c = GetParam();
@@ -230,6 +261,10 @@ TEST_P(NnGpuLayer, ForwardAndBackwardMatchCpu) {
       auto hl = nn::make_conv(s, DType::f32, Device::cpu());
       auto dl = nn::make_conv(s, DType::f32, kGpu);
       Tensor x = random_tensor({g.n_rows, in}, seed_for(40));
+      for (uint64_t redraw = 1; c.kind == ConvKind::gat && redraw < 20 &&
+                                nearest_gat_logit(hctx.loops(false), x, *hl, c.heads, out) < 1e-5;
+           ++redraw)
+        x = random_tensor({g.n_rows, in}, seed_for(40 + 1000 * redraw));
       Tensor r = random_tensor({g.n_rows, hl->out_width()}, seed_for(41));
       Tensor hy = hl->forward(hctx, x, false, 0);
       Tensor dy = dl->forward(dctx, x.to(kGpu), false, 0);
