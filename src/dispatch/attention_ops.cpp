@@ -147,6 +147,15 @@ Resolved resolve(const Schedule& s, const Graph& g, const char* op, bool gat, bo
   return r;
 }
 
+#if SPGNN_WITH_CUDA
+// The fused backward's split threshold: the schedule's heavy_deg, else its own default for g's
+// average degree (the forward's 1024 is no default for it).
+int64_t bwd_heavy_deg(const Resolved& r, const Graph& g) {
+  if (r.heavy_deg_set) return r.heavy_deg;
+  return detail::gat_bwd_heavy_deg(g.n_rows ? double(g.nnz()) / double(g.n_rows) : 0.0);
+}
+#endif
+
 // ---- shared derived data ------------------------------------------------------------------------
 
 // The transposed structure (no values) and its edge permutation, on the graph's device, computed
@@ -486,10 +495,7 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
           const std::shared_ptr<CachedTranspose> t = cached_transpose(g);
           p.gt = &t->graph;
           p.perm = &t->perm;
-          return detail::gat_fused_backward(
-              p, r.warps, false,
-              r.heavy_deg_set ? r.heavy_deg
-                              : detail::gat_bwd_heavy_deg(double(g.nnz()) / double(g.n_rows)));
+          return detail::gat_fused_backward(p, r.warps, false, bwd_heavy_deg(r, g));
         }
       }
     }
@@ -536,11 +542,7 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
     return detail::cpu_gat_backward(p);
   }
 #if SPGNN_WITH_CUDA
-  detail::gat_fused_backward(p, r.warps, r.bwd_atomic,
-                             r.heavy_deg_set ? r.heavy_deg
-                                             : detail::gat_bwd_heavy_deg(
-                                                   g.n_rows ? double(g.nnz()) / double(g.n_rows)
-                                                            : 0.0));
+  detail::gat_fused_backward(p, r.warps, r.bwd_atomic, bwd_heavy_deg(r, g));
 #endif
 }
 

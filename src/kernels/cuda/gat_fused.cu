@@ -53,7 +53,9 @@ namespace spgnn::detail {
 namespace {
 
 using attention::kFullMask;
+using gnnone::atomic_add_f32;
 using gnnone::ldg_vec;
+using gnnone::st_f32;
 using gnnone::st_vec;
 using gnnone::zero_vec;
 
@@ -66,26 +68,6 @@ constexpr int kMaxWarps = 16;
 // rows add with atomics) and rounded into the outputs at the end. A head row of F % 4 != 0
 // halves, or the atomic backward, takes the front door's float32 copy instead.
 template <class T> constexpr bool kHalf = elem::kIsHalf<T>;
-
-// Float vectors of up to 8 (a half vector's sums): as one or two 16-byte stores or atomics.
-template <int V>
-__device__ __forceinline__ void st_f32(float* p, const float (&d)[V]) {
-  if constexpr (V == 8) {
-    st_vec<4>(p, *reinterpret_cast<const float(*)[4]>(d));
-    st_vec<4>(p + 4, *reinterpret_cast<const float(*)[4]>(d + 4));
-  } else {
-    st_vec<V>(p, d);
-  }
-}
-template <int V>
-__device__ __forceinline__ void atomic_add_f32(float* p, const float (&d)[V]) {
-  if constexpr (V == 8) {
-    gnnone::atomic_add_vec<4>(p, *reinterpret_cast<const float(*)[4]>(d));
-    gnnone::atomic_add_vec<4>(p + 4, *reinterpret_cast<const float(*)[4]>(d + 4));
-  } else {
-    gnnone::atomic_add_vec<V>(p, d);
-  }
-}
 
 template <class I, class T>
 struct GatArgs {

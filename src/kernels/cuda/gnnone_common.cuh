@@ -66,6 +66,29 @@ __device__ __forceinline__ void atomic_add_vec(float* p, const float (&d)[V]) {
 #endif
 }
 
+// Float32 sums of up to 8 features (a half vector's) stored or added to float32 memory: 8 as two
+// float4 stores or vector atomics, fewer as st_vec / atomic_add_vec.
+template <int V>
+__device__ __forceinline__ void st_f32(float* p, const float (&d)[V]) {
+  if constexpr (V == 8) {
+    const float lo[4] = {d[0], d[1], d[2], d[3]}, hi[4] = {d[4], d[5], d[6], d[7]};
+    st_vec<4>(p, lo);
+    st_vec<4>(p + 4, hi);
+  } else {
+    st_vec<V>(p, d);
+  }
+}
+template <int V>
+__device__ __forceinline__ void atomic_add_f32(float* p, const float (&d)[V]) {
+  if constexpr (V == 8) {
+    const float lo[4] = {d[0], d[1], d[2], d[3]}, hi[4] = {d[4], d[5], d[6], d[7]};
+    atomic_add_vec<4>(p, lo);
+    atomic_add_vec<4>(p + 4, hi);
+  } else {
+    atomic_add_vec<V>(p, d);
+  }
+}
+
 // Byte offset of row c of a matrix whose rows are `row_bytes` long. For 32-bit indices this is
 // one signed 32 x 32 -> 64 multiply (IMAD.WIDE, fused with the base address): written as an
 // int64 product, nvcc 13 built it from an unsigned wide multiply and two sign corrections.

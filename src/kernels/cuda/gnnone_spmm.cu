@@ -86,18 +86,6 @@ struct SpmmArgs {
   bool w_is_t;
 };
 
-// Adds V floats to float32 memory with vector atomics (8 = two float4).
-template <int V>
-__device__ __forceinline__ void atomic_add_f32(float* o, const float (&v)[V]) {
-  if constexpr (V == 8) {
-    const float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
-    gnnone::atomic_add_vec<4>(o, lo);
-    gnnone::atomic_add_vec<4>(o + 4, hi);
-  } else {
-    gnnone::atomic_add_vec<V>(o, v);
-  }
-}
-
 // At most 64 registers (2 blocks of 512 threads per SM), for the occupancy the gathers need to
 // hide their latency (see the note on elem::Packed); float32 edge rows (wide u_op_e) keep
 // their ~80 registers rather than spill.
@@ -242,7 +230,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
 #pragma unroll
         for (int q = 0; q < V; ++q) v[q] = acc[q] * scale;
         if constexpr (elem::kIsHalf<T>) {
-          if (atomic) atomic_add_f32(p.part + static_cast<int64_t>(p.slot[r]) * p.F + foff, v);
+          if (atomic) gnnone::atomic_add_f32(p.part + static_cast<int64_t>(p.slot[r]) * p.F + foff, v);
           else elem::store<V>(p.out + static_cast<int64_t>(r) * p.F + foff, v);
         } else {
           float* o = p.out + static_cast<int64_t>(r) * p.F + foff;
