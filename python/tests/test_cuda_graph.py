@@ -32,6 +32,15 @@ def _side(fn):
     return r
 
 
+def _capture(fn):
+    """Warms fn up on a side stream, then captures one call of it: (graph, what it returned)."""
+    _side(fn)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        r = fn()
+    return graph, r
+
+
 def _train_eager_and_replayed(gen, model, kind, steps, compile_=False):
     """Two copies of a model train on the same inputs: one eagerly, one (torch.compile'd with
     ``compile_``) by replaying a step captured after 2 eager warm-up steps on a side stream. New
@@ -102,10 +111,7 @@ def test_dropout_reads_its_seed_on_the_device(gen):
         (y * up).sum().backward()
         return y
 
-    _side(run)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y_g = run()
+    graph, y_g = _capture(run)
     grads = []
     for s in (5, 123456789, 2**61 + 7):
         seed.fill_(s)
@@ -139,10 +145,7 @@ def test_gat_attention_dropout_reads_its_seed_on_the_device(gen, heads):
         (out * up).sum().backward()
         return out
 
-    _side(lambda: run(seed, feat, el, er))
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out_g = run(seed, feat, el, er)
+    graph, out_g = _capture(lambda: run(seed, feat, el, er))
     outs = []
     for s in (11, 987654321):
         seed.fill_(s)
@@ -169,10 +172,7 @@ def test_replays_draw_new_dropout_masks(gen):
         (y * up).sum().backward()
         return y
 
-    _side(run)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y = run()
+    graph, y = _capture(run)
     masks = []
     for _ in range(3):
         graph.replay()
