@@ -372,6 +372,7 @@ TEST(MaxkCpu, BadArguments) {
            {"private_rows", 2, "gpu.private_rows=2 is out of range; legal values: 0, 1"},
            {"regs", 32, "gpu.regs=32 is out of range; legal values: 0, 40"},
            {"flat", 2, "gpu.flat=2 is out of range; legal values: 0, 1"},
+           {"stream_edges", -1, "gpu.stream_edges=-1 is out of range; legal values: 0, 1"},
            {"warps", 3, "gpu.warps=3 is out of range; legal values: 1, 2, 4, 8, 16"},
            {"lanes", 4, "has no parameter 'lanes'"}})
     expect_error<InvalidArgument>(

@@ -367,9 +367,28 @@ TEST_F(Tune, CbsrValidityRulesMirrorTheLaunchers) {
   // The forward ignores flat.
   EXPECT_TRUE(same_as(rule(fwd, flat(full(8, 64, 4, 1, 0)), 32, 256, 16, 1000), "flat=0"));
   EXPECT_EQ(rule(fwd, with_flat(full(8, 64, 4, 1, 0), 0), 32, 256, 16, 1000), "");
+  // stream_edges: a launch of its own in the flat form only; unset, streaming at k <= 16.
+  auto streamed = [](std::map<std::string, int64_t> p, int64_t v) {
+    p["stream_edges"] = v;
+    return p;
+  };
+  EXPECT_EQ(rule(bwd, streamed(flat(full(8, 64, 4, 0, 0)), 1), 32, 256, 16, 1000), "");
+  EXPECT_EQ(rule(bwd, streamed(flat(full(8, 64, 4, 0, 0)), 0), 32, 256, 16, 1000), "");
+  EXPECT_TRUE(same_as(rule(bwd, streamed(with_flat(full(8, 64, 4, 0, 0), 0), 1), 32, 256, 16, 1000),
+                      "stream_edges=0"));
+  EXPECT_TRUE(same_as(rule(fwd, streamed(full(8, 64, 4, 1, 0), 1), 32, 256, 16, 1000),
+                      "stream_edges=0"));
+  // Unset is the launcher's choice, so set values compare against each other only: at k = 16
+  // streaming is the default, and stream_edges=0 is still its own launch.
+  EXPECT_EQ(rule(bwd, streamed(flat(full(8, 64, 4, 0, 0)), 0), 16, 256, 16, 1000), "");
+  EXPECT_TRUE(detail::cbsr::flat_stream_edges(-1, 8));
+  EXPECT_TRUE(detail::cbsr::flat_stream_edges(-1, 16));
+  EXPECT_FALSE(detail::cbsr::flat_stream_edges(-1, 32));
+  EXPECT_FALSE(detail::cbsr::flat_stream_edges(0, 8));
+  EXPECT_TRUE(detail::cbsr::flat_stream_edges(1, 64));
 
-  // The declared space: private_rows is tuned in the forward only, flat in the backward only,
-  // smem_buffer never.
+  // The declared space: private_rows is tuned in the forward only, flat and stream_edges in the
+  // backward only, smem_buffer never.
   for (OpKind op : {fwd, bwd}) {
     std::vector<tune::SpaceStrategy> strategies{{"gpu", {}}};
     std::vector<std::string> names;
@@ -380,14 +399,15 @@ TEST_F(Tune, CbsrValidityRulesMirrorTheLaunchers) {
       }
     const std::vector<std::string> want =
         op == fwd ? std::vector<std::string>{"warps", "segment", "vec", "private_rows", "regs"}
-                  : std::vector<std::string>{"warps", "segment", "vec", "regs", "flat"};
+                  : std::vector<std::string>{"warps", "segment", "vec", "regs", "flat",
+                                             "stream_edges"};
     EXPECT_EQ(names, want);
     const tune::Space space(op, strategies, [&](const Schedule& s) {
       return detail::validate_cbsr(StrategyInfo{"gpu", op, DeviceType::cuda, "",
                                                 detail::cbsr_gpu_params(op)},
                                    s, op, 32, 256, 490, 600);
     });
-    EXPECT_EQ(space.size(), 5u * 12 * 3 * 2 * 2);
+    EXPECT_EQ(space.size(), 5u * 12 * 3 * 2 * 2 * (op == bwd ? 2 : 1));
     EXPECT_GT(space.valid_count(), 20u);
     size_t segment_valid = 0, segment_points = 0;
     for (size_t i = 0; i < space.size(); ++i) {
@@ -408,8 +428,9 @@ TEST_F(Tune, CbsrValidityRulesMirrorTheLaunchers) {
     }
     EXPECT_LT(segment_valid, segment_points / 2);
     if (op == bwd) {
-      // Chunks: every warps x segment x vec x regs point but lean blocks of 16 warps.
-      EXPECT_EQ(space.valid_count() - segment_valid, 12u * 3 * (5 + 4));
+      // Chunks: every warps x segment x vec x regs x stream_edges point but lean blocks of 16
+      // warps.
+      EXPECT_EQ(space.valid_count() - segment_valid, 12u * 3 * (5 + 4) * 2);
     }
   }
   // Of each group of schedules that launch alike, exactly one is valid (kron21-like rows, k

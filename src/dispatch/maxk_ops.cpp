@@ -96,6 +96,7 @@ detail::CbsrParams cbsr_params(const Schedule& s) {
   if (auto it = s.params.find("private_rows"); it != s.params.end()) p.private_rows = it->second;
   if (auto it = s.params.find("regs"); it != s.params.end()) p.regs = it->second;
   if (auto it = s.params.find("flat"); it != s.params.end()) p.flat = it->second;
+  if (auto it = s.params.find("stream_edges"); it != s.params.end()) p.stream_edges = it->second;
   return p;
 }
 #endif

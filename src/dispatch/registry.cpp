@@ -283,6 +283,11 @@ std::vector<ParamSpec> cbsr_gpu_params(OpKind op) {
                  "read from global memory (no staged rows); 0 = a warp per row segment; unset: 1 "
                  "when the average degree is < 64 or k <= 16",
            !fwd},
+          {"stream_edges", {0, 1}, 1,
+           fwd ? "the backward's edge-list loads; the forward ignores it (not tuned)"
+               : "with flat=1: 1 = the edge list (columns, rows, weights) read with streaming "
+                 "(evict-first) loads, 0 = cached loads; unset: 1 at k <= 16",
+           !fwd},
           {"smem_buffer", {0, 1}, 1,
            "ablation (not tuned): 0 = accumulate in global memory instead of shared-memory rows",
            false}};
@@ -758,9 +763,10 @@ struct CbsrLaunch {
   int warps = 0;        // per block, after the shared-memory and lean caps
   int regs = 0;         // 0 or kLeanRegs
   int64_t segment = 0;  // edges per segment (0 = no row is split), or per chunk in form 3
+  bool stream = false;  // form 3: the edge list read with streaming loads
   bool operator==(const CbsrLaunch& o) const {
     return form == o.form && V == o.V && warps == o.warps && regs == o.regs &&
-           segment == o.segment;
+           segment == o.segment && stream == o.stream;
   }
   std::string str() const {
     static const char* forms[] = {"rows in global memory", "a shared-memory row per warp",
@@ -770,7 +776,8 @@ struct CbsrLaunch {
            std::to_string(warps) + " warps per block" + (regs ? ", 40 registers" : "") +
            (form == 3  ? ", chunks of " + std::to_string(segment) + " edges"
             : segment ? ", segments of " + std::to_string(segment)
-                      : ", no row split");
+                      : ", no row split") +
+           (stream ? ", streaming edge loads" : "");
   }
 };
 
@@ -791,6 +798,7 @@ CbsrLaunch cbsr_launch(const Schedule& s, OpKind op, int64_t k, int64_t F, doubl
     // Unset, the launcher also shortens it on graphs too small to fill the card, which this
     // rule does not see; only set values are compared (validate_cbsr), so that changes no rule.
     L.segment = get("segment", 0) > 0 ? get("segment", 0) : cbsr::flat_chunk(avg);
+    L.stream = cbsr::flat_stream_edges(get("stream_edges", -1), k);
   } else {
     const int64_t S = get("segment", 0) > 0 ? get("segment", 0) : cbsr::default_segment(avg);
     L.segment = S >= max_deg ? 0 : S;

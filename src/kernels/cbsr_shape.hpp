@@ -73,6 +73,20 @@ inline int64_t flat_chunk(double avg_degree, int64_t nnz = 0, int64_t fill_warps
   return c;
 }
 
+// The flat form's edge list (columns, rows, weights: read once, in order) with streaming loads
+// (`ld.global.cs`, evict first), so it does not push d_data's lines out of L2. H200, F = 256,
+// beside the flat kernel's L2 policies (d_data evict_last, d_out gathers evict_first), two
+// alternating calls each, SSpMM ms: kron21 (d_data 67-134 MB at k = 8 / 16, past L2) k = 8 0.956
+// / 0.957 cached against 0.935 / 0.933 streamed, k = 16 1.338 / 1.338 against 1.297 / 1.299; at
+// k = 32 / 64 the calls disagree (2.032 / 2.032 against 2.008 / 2.068, 4.065 / 4.066 against
+// 4.064 / 3.955), and an earlier session measured k = 64 4.9% slower streamed; the Reddit shape
+// (d_data in L2) moves by under 0.5% (docs/BENCHMARKS_MAXK.md). stream: the parameter (1, 0,
+// or -1 = this default).
+constexpr int64_t kFlatStreamMaxK = 16;
+inline bool flat_stream_edges(int64_t stream, int64_t k) {
+  return stream > 0 || (stream < 0 && k <= kFlatStreamMaxK);
+}
+
 // Values per lane: the widest of 4, 2, 1 that divides k, capped by max_v (the launchers also
 // halve it for misaligned pointers, which the CBSR buffers spgnn allocates never are).
 inline int vector_width(int64_t k, int64_t max_v) {

@@ -293,7 +293,8 @@ TEST(MaxkGpu, CbsrProductsParameters) {
   // when k <= 32 at vec=1, up to 8 groups at vec=4); regs caps the registers (blocks of at most
   // 8 warps, so warps=16 is lowered). flat=1 runs the backward's edge chunks (segment = chunk
   // length; chunks of 32 split rows between warps, chunks of 65536 hold all the edges of these
-  // graphs) and flat=0 its row segments. These graphs' average degrees (< 64) pick the chunks by
+  // graphs) and flat=0 its row segments. stream_edges=1 / 0 read the chunks' edge lists with
+  // streaming / cached loads (k = 96 takes cached by default, k <= 16 streaming). These graphs' average degrees (< 64) pick the chunks by
   // default, so the sets without flat run them too and the flat=0 sets keep the segments (staged
   // rows, split rows, lean blocks, the buffer-less path) covered.
   const std::vector<std::map<std::string, int64_t>> params = {
@@ -306,6 +307,8 @@ TEST(MaxkGpu, CbsrProductsParameters) {
       {{"flat", 1}}, {{"flat", 1}, {"segment", 32}}, {{"flat", 1}, {"segment", 65536}},
       {{"flat", 1}, {"vec", 1}, {"warps", 16}}, {{"flat", 1}, {"vec", 2}, {"warps", 1}},
       {{"flat", 1}, {"regs", 40}}, {{"flat", 1}, {"smem_buffer", 0}},
+      {{"flat", 1}, {"stream_edges", 1}, {"segment", 32}}, {{"flat", 1}, {"stream_edges", 0}},
+      {{"flat", 1}, {"stream_edges", 1}, {"vec", 1}, {"regs", 40}}, {{"stream_edges", 1}},
       {{"flat", 0}, {"segment", 32}}, {{"flat", 0}}, {{"flat", 0}, {"regs", 40}, {"warps", 16}},
       {{"flat", 0}, {"smem_buffer", 0}, {"vec", 2}}};
   for (const auto& p : params)

@@ -61,6 +61,7 @@ struct SspmmArgs {
   int row_bytes;
   int f_bytes, k_bytes, k_idx_bytes;  // F * 4, k * 4, k * sizeof(IdxT)
   bool vec4_in;                     // F % 4 == 0 and d_out 16-byte aligned
+  bool stream_edges;                // the flat form: edge list read with streaming loads
 };
 
 // The segment form. kSmem: the staged row lives in shared memory (else the gathers read d_out).
@@ -234,9 +235,15 @@ __global__ void __launch_bounds__(cbsr::lean_threads(kRegs), cbsr::lean_min_bloc
         const int64_t e = first + (static_cast<int64_t>(b) * B + j) * G;
         E[j].u = I(-1);
         if (b < nb && e < e_end) {
-          E[j].u = __ldg(a.col + e);
-          E[j].r = __ldg(a.row + e);
-          E[j].w = a.w ? __ldg(a.w + e) : 1.f;
+          if (a.stream_edges) {  // cbsr::flat_stream_edges
+            E[j].u = __ldcs(a.col + e);
+            E[j].r = __ldcs(a.row + e);
+            E[j].w = a.w ? __ldcs(a.w + e) : 1.f;
+          } else {
+            E[j].u = __ldg(a.col + e);
+            E[j].r = __ldg(a.row + e);
+            E[j].w = a.w ? __ldg(a.w + e) : 1.f;
+          }
         }
       }
     };
@@ -329,6 +336,7 @@ void run(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x, Ten
     const int64_t fill = cbsr::kFlatFillWarpsPerSm * gnnone::sm_count(g.device().index);
     a.segment = prm.segment > 0 ? prm.segment : cbsr::flat_chunk(avg_degree, a.nnz, fill);
     a.nseg = (a.nnz + a.segment - 1) / a.segment;
+    a.stream_edges = cbsr::flat_stream_edges(prm.stream_edges, x.k);
   } else {
     const int64_t S = prm.segment > 0 ? prm.segment : cbsr::default_segment(g);
     const cbsr::Segments seg = cbsr::segments_for(g, S, /*skip_empty=*/true);

@@ -28,6 +28,9 @@ struct CbsrParams {
                               // list, any rows, d_out read from global memory; 0 = a warp per
                               // row segment; -1: default (cbsr::sspmm_flat: 1 when the average
                               // degree is < 64 or k <= 16)
+  int64_t stream_edges = -1;  // backward's flat form: 1 = the edge list (columns, rows, weights)
+                              // read with streaming loads (evict first); 0 = cached loads;
+                              // -1: default (cbsr::flat_stream_edges: 1 at k <= 16)
 };
 
 // Top-k of each row of x [n, F] (f32, CUDA) into data [n, k] f32 and index [n, k] (u8 / u16).
