@@ -5,7 +5,7 @@ run's JSON in OUT. --runner python: python -m spgnn.train (torch.autocast); --ru
 
     PYTHONPATH=build/python python bench/mixed_precision.py [--runner python|cli]
         [--datasets cora citeseer ...] [--models gcn gat sage] [--dtypes fp32 bf16 fp16]
-        [--runs 5] [--hidden N] [--device cpu] [--out DIR] [--spgnn build/spgnn]
+        [--runs 5] [--first-seed 1] [--hidden N] [--device cpu] [--out DIR] [--spgnn build/spgnn]
 
 Each row also gives every further dtype's paired difference to the first (same seeds: the
 runs differ only in precision), mean +- standard error over the seeds: per-seed swings of a
@@ -44,10 +44,12 @@ def paired(base, other):
 
 
 def cli_runs(args, ds, model, dt):
-    """`spgnn train`, seeds 1..RUNS: (test accuracies in %, min of the median ms/epoch)."""
+    """`spgnn train`, seeds FIRST_SEED.. (RUNS of them): (test accuracies in %, min of the median
+    ms/epoch); each seed's accuracy also goes to OUT/<ds>-<model>-<dt>.json."""
     accs, times = [], []
     dtype = {"fp32": "f32", "f32": "f32", "bf16": "bf16", "fp16": "f16", "f16": "f16"}[dt]
-    for seed in range(1, args.runs + 1):
+    seeds = list(range(args.first_seed, args.first_seed + args.runs))
+    for seed in seeds:
         cmd = [args.spgnn, "train", "--dataset", os.path.join(args.data, ds),
                *model_args(args, model), "--dtype", dtype, "--epochs", str(args.epochs),
                "--seed", str(seed), "--eval-every", "5", "--device", args.device,
@@ -55,6 +57,10 @@ def cli_runs(args, ds, model, dt):
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
         accs.append(100 * r["test_acc"])
         times.append(r["ms_per_epoch"])
+    out = os.path.join(args.out, f"{ds}-{model}-{dt}.json")
+    with open(out + ".tmp", "w") as f:
+        json.dump({"seeds": seeds, "test_acc": accs, "ms_per_epoch": times}, f)
+    os.replace(out + ".tmp", out)
     return accs, min(times)
 
 
@@ -65,6 +71,8 @@ def main():
     ap.add_argument("--models", nargs="+", default=["gcn", "sage", "gat"], choices=MODEL_ARGS)
     ap.add_argument("--dtypes", nargs="+", default=["fp32", "bf16", "fp16"])
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=1,
+                    help="seeds FIRST_SEED..FIRST_SEED+RUNS-1 (--runner cli)")
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--hidden", type=int, default=0,
                     help="hidden width of every model (GAT: per head); 0: PyG's example's")
@@ -76,6 +84,10 @@ def main():
     ap.add_argument("--data", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                    "..", "..", "shared", "data"))
     args = ap.parse_args()
+    if args.runs < 1:
+        ap.error(f"--runs must be >= 1, got {args.runs}")
+    if args.runner != "cli" and args.first_seed != 1:
+        ap.error("--first-seed applies to --runner cli (python -m spgnn.train numbers its runs)")
     os.makedirs(args.out, exist_ok=True)
     others = args.dtypes[1:]
     print("| dataset | model | " + " | ".join(f"{d} acc" for d in args.dtypes) + " | " +
