@@ -271,11 +271,41 @@ TEST(Half, AttentionOpsOnTheCpuMatchTheOracle) {
         expect_throw<InvalidArgument>(
             [&] { gat_aggregate_backward(g, feat, el, er, attn, go, params, gf32, gl_half, gr32); },
             {"gat_aggregate_backward", "grad_feat"});
-        // One half operand among float32 ones is named.
+        // el and er may be float32 beside half rows, and are then used unrounded: the result is
+        // the float32 op's on the widened rows, rounded once.
+        const Tensor el32 = random_tensor({g.n_cols, H}, seed_for(106), -1.f, 1.f),
+                     er32 = random_tensor({g.n_rows, H}, seed_for(107), -1.f, 1.f);
+        Tensor o32, a32;
+        gat_aggregate(g, feat.astype(DType::f32), el32, er32, params, o32, a32);
         Tensor o2, a2;
+        gat_aggregate(g, feat, el32, er32, params, o2, a2);
+        ASSERT_EQ(o2.dtype(), t);
+        EXPECT_EQ(o2.astype(DType::f32).to_vector<float>(),
+                  o32.astype(t).astype(DType::f32).to_vector<float>());
+        EXPECT_EQ(a2.astype(DType::f32).to_vector<float>(),
+                  a32.astype(t).astype(DType::f32).to_vector<float>());
+        Tensor gfm, glm, grm, gfm32, glm32, grm32;
+        gat_aggregate_backward(g, feat.astype(DType::f32), el32, er32, a2.astype(DType::f32),
+                               go.astype(DType::f32), params, gfm32, glm32, grm32);
+        gfm = Tensor::full({g.n_cols, H * F}, DType::f32, std::nan(""));
+        glm = Tensor::full({g.n_cols, H}, DType::f32, std::nan(""));
+        grm = Tensor::full({g.n_rows, H}, DType::f32, std::nan(""));
+        gat_aggregate_backward(g, feat, el32, er32, a2, go, params, gfm, glm, grm);
+        EXPECT_EQ(gfm.to_vector<float>(), gfm32.to_vector<float>());
+        EXPECT_EQ(glm.to_vector<float>(), glm32.to_vector<float>());
+        EXPECT_EQ(grm.to_vector<float>(), grm32.to_vector<float>());
+        // Any other mix is refused, named: the other half dtype, or half el beside float32 rows.
+        const DType other = t == DType::f16 ? DType::bf16 : DType::f16;
+        Tensor o3, a3;
         expect_throw<InvalidArgument>(
-            [&] { gat_aggregate(g, feat, el.astype(DType::f32), er, params, o2, a2); },
-            {"gat_aggregate", "'el' is float32"});
+            [&] { gat_aggregate(g, feat, el32.astype(other), er, params, o3, a3); },
+            {"gat_aggregate", "'el' must be float32 or"});
+        expect_throw<InvalidArgument>(
+            [&] { gat_aggregate(g, feat, el, er32.astype(other), params, o3, a3); },
+            {"gat_aggregate", "'er' must be float32 or"});
+        expect_throw<InvalidArgument>(
+            [&] { gat_aggregate(g, feat.astype(DType::f32), el, er32, params, o3, a3); },
+            {"gat_aggregate", "'feat' is float32"});
       }
     }
   }

@@ -577,10 +577,21 @@ def _(h, feat, el, er, heads, negative_slope, dropout, seed, n_rows, strategy):
     return feat.new_empty((n_rows, feat.shape[1])), feat.new_empty((nnz_of(h), heads))
 
 
+def _gat_grads(feat: Tensor, el: Tensor, er: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """The backward's outputs. Half rows with float32 el / er (autocast's way) take every gradient
+    in float32, unrounded (the core's rule: all three float32, or all the rows' dtype); autograd
+    rounds feat's to its dtype."""
+    if feat.dtype != el.dtype or feat.dtype != er.dtype:
+        return (torch.empty(feat.shape, dtype=torch.float32, device=feat.device),
+                torch.empty(el.shape, dtype=torch.float32, device=el.device),
+                torch.empty(er.shape, dtype=torch.float32, device=er.device))
+    return torch.empty_like(feat), torch.empty_like(el), torch.empty_like(er)
+
+
 def _gat_aggregate_backward_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, attn: Tensor,
                                  grad: Tensor, heads: int, negative_slope: float, dropout: float,
                                  seed: Tensor, strategy: str) -> Tuple[Tensor, Tensor, Tensor]:
-    gf, gl, gr = torch.empty_like(feat), torch.empty_like(el), torch.empty_like(er)
+    gf, gl, gr = _gat_grads(feat, el, er)
     if feat.is_cuda and C.graph_info(_addr(h))["device_built"]:
         # The backward walks the transpose: give it the one built on the GPU (the core would
         # build it through the host, for every new graph; a mini-batch GAT step paid 13 ms).
@@ -601,7 +612,7 @@ _gat_aggregate_backward_op = custom_op(f"{_lib}::gat_aggregate_backward",
 
 @register_fake(f"{_lib}::gat_aggregate_backward")
 def _(h, feat, el, er, attn, grad, heads, negative_slope, dropout, seed, strategy):
-    return torch.empty_like(feat), torch.empty_like(el), torch.empty_like(er)
+    return _gat_grads(feat, el, er)
 
 
 def _gat_setup(ctx, inputs, output):
@@ -875,12 +886,21 @@ def _gpu_half_pays(name: str, args) -> bool:
     return True
 
 
+# GAT's el and er (arguments 2 and 3) stay float32 under autocast: a logit is their sum, which
+# half ones would move by up to |s| * 2^-9 on every edge of their vertex; the kernels read them
+# as float32 either way (they are [N, H]), and the forward is faster with them (H200).
+_FLOAT32_ARGS = {"gat_aggregate": (2, 3), "gat_aggregate_backward": (2, 3)}
+
+
 def _autocast_kernel(op, name: str, device_type: str, gpu_half_kernels: bool):
+    keep = _FLOAT32_ARGS.get(name, ())
+
     def kernel(_keyset, *args):
         half = device_type == "cpu" or (gpu_half_kernels and _gpu_half_pays(name, args))
         dtype = torch.get_autocast_dtype(device_type) if half else torch.float32
         with torch.autocast(device_type, enabled=False):
-            return op(*_cast_floats(args, device_type, dtype))
+            return op(*(_cast_floats(a, device_type, torch.float32 if i in keep else dtype)
+                        for i, a in enumerate(args)))
     return kernel
 
 

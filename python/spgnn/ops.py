@@ -232,8 +232,10 @@ def gat_aggregate(g: Graph, feat: Tensor, el: Tensor, er: Tensor, negative_slope
     """GAT's attention and aggregation in one op (fused on the GPU, TLPGNN-style):
     ``a_e = softmax over v's edges of leaky_relu(el[u, h] + er[v, h])`` (dropped out with
     probability ``attn_dropout`` when training), ``out[v, h] = sum_e a_e * feat[u, h]``.
-    feat: [N_src, H, F] (or [N_src, H*F]), el: [N_src, H], er: [N_dst, H]. Returns (out
-    [N_dst, H, F], attention [E, H] before dropout, in the graph's edge order)."""
+    feat: [N_src, H, F] (or [N_src, H*F]), el: [N_src, H], er: [N_dst, H]. With float16 or
+    bfloat16 feat, el and er may be float32 (used unrounded; autocast keeps them so) or feat's
+    dtype. Returns (out [N_dst, H, F] and attention [E, H] before dropout, in the graph's edge
+    order, both in feat's dtype)."""
     g = _graph(g)
     check_float(el, "el", ndim=(2,), device=g.device, rows=g.num_src_nodes,
                 rows_name="num_src_nodes")
@@ -244,7 +246,15 @@ def gat_aggregate(g: Graph, feat: Tensor, el: Tensor, er: Tensor, negative_slope
                 rows_name="num_src_nodes")
     if feat.dtype == torch.float64:
         raise TypeError("gat_aggregate takes float32 (or float16/bfloat16) tensors, got float64")
-    check_same_dtype((feat, "feat"), (el, "el"), (er, "er"))
+    if feat.dtype in (torch.float16, torch.bfloat16):
+        # float32 el / er stay unrounded (their sum is the logit; the kernels read them as float32)
+        for t, name in ((el, "el"), (er, "er")):
+            if t.dtype not in (torch.float32, feat.dtype):
+                raise TypeError(f"{name} is {dtype_name(t.dtype)} but feat is "
+                                f"{dtype_name(feat.dtype)}: el and er must be float32 or feat's "
+                                "dtype")
+    else:
+        check_same_dtype((feat, "feat"), (el, "el"), (er, "er"))
     if er.shape[1] != H or (feat.dim() == 3 and feat.shape[1] != H) or _flat2(
             feat).shape[1] % max(H, 1):
         raise ValueError(f"heads disagree: el {tuple(el.shape)}, er {tuple(er.shape)}, feat "

@@ -608,6 +608,9 @@ def test_gspmm_gsddmm_half_precision_on_the_gpu(gen, dtype):
         with torch.autocast("cuda", dtype=dtype):
             aout, _ = ops.gat_aggregate(gc, *x32)
         assert aout.dtype == (dtype if F % 4 == 0 else torch.float32), (H, F)
+        if F % 4 == 0:  # el / er stay float32 under autocast: the kernels read them unrounded
+            direct, _ = ops.gat_aggregate(gc, x32[0].to(dtype), *x32[1:])
+            assert torch.equal(aout, direct), (H, F)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -640,8 +643,31 @@ def test_attention_half_precision_on_the_cpu(gen, dtype):
     scale = (up.double().abs() * feat.detach().double().abs().mean()).norm()
     for x, y in zip(got, want):
         assert x.dtype == dtype and rel_err(x, y, scale) < 2 * tol
-    with pytest.raises(TypeError, match="el is float32 but feat is"):
-        ops.gat_aggregate(g, feat, el.float(), er)
+    # float32 el / er beside half rows (what autocast passes): used unrounded; their gradients
+    # come back in float32, feat's in its dtype.
+    el32 = randn(gen, n, 2).requires_grad_()
+    er32 = randn(gen, n, 2).requires_grad_()
+    out, attn = ops.gat_aggregate(g, feat, el32, er32, 0.2)
+    assert out.dtype == dtype and attn.dtype == dtype
+    leaves = [t.detach().double().requires_grad_() for t in (feat, el32, er32)]
+    ref, ref_attn = ref_gat(ei, n, *leaves, 0.2)
+    assert rel_err(out, ref) < tol and rel_err(attn, ref_attn) < tol
+    got = torch.autograd.grad(out, (feat, el32, er32), up)
+    want = torch.autograd.grad(ref, leaves, up.double())
+    assert [x.dtype for x in got] == [dtype, torch.float32, torch.float32]
+    for x, y in zip(got, want):
+        assert rel_err(x, y, scale) < 2 * tol
+    # autocast casts feat and keeps el / er float32
+    f32_args = (feat.detach().float(), el32.detach(), er32.detach())
+    with torch.autocast("cpu", dtype=dtype):
+        aout, _ = ops.gat_aggregate(g, *f32_args, 0.2)
+    direct, _ = ops.gat_aggregate(g, f32_args[0].to(dtype), *f32_args[1:], 0.2)
+    assert aout.dtype == dtype and torch.equal(aout, direct)
+    other = torch.float16 if dtype == torch.bfloat16 else torch.bfloat16
+    with pytest.raises(TypeError, match="el is .* but feat is .*: el and er must be float32"):
+        ops.gat_aggregate(g, feat, el.to(other), er)
+    with pytest.raises(TypeError, match="one op takes one float dtype"):
+        ops.gat_aggregate(g, feat.detach().float(), el, er)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -15,6 +15,7 @@
 // These ops are not in the spmm/sddmm registry (their problems differ); the names above are the
 // whole list, and an unknown name or parameter is an InvalidArgument that lists them.
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -282,8 +283,30 @@ void gat_unfused_forward(const GatProblem& p) {
   }
 }
 
+// el and er with half rows: float32 (kept unrounded: a logit is their sum, and a half el would
+// bias every edge of its vertex; the fused kernels read them as float32 either way) or the rows'
+// half dtype. `dt`: the rows' dtype.
+DType logit_dtype(const Tensor& t, DType dt) {
+  return t.defined() && t.dtype() == DType::f32 ? DType::f32 : dt;
+}
+
+// The operands whose dtype sets a GAT op's precision (el and er follow it; logit_dtype).
+DType gat_half_operands(const char* op, const Tensor& feat, const Tensor& el, const Tensor& er,
+                        std::initializer_list<std::pair<const Tensor*, const char*>> rows) {
+  const DType h = detail::half_operands(op, rows);
+  if (!is_half(h)) {  // half el / er with float32 rows: as the rows
+    detail::half_operands(op, {{&feat, "feat"}, {&el, "el"}, {&er, "er"}});
+    return h;
+  }
+  for (auto [t, name] : {std::pair<const Tensor*, const char*>{&el, "el"}, {&er, "er"}})
+    SPGNN_CHECK(!t->defined() || t->dtype() == DType::f32 || t->dtype() == h, InvalidArgument, op,
+                ": '", name, "' must be float32 or ", dtype_name(h), " (the dtype of 'feat'), got ",
+                dtype_name(t->dtype()));
+  return h;
+}
+
 // Checks the GAT inputs shared by forward and backward and fills the problem's sizes. They are
-// float32, or all `dt` (half) for the fused kernels' half path.
+// float32, or `dt` (half) for the fused kernels' half path, with el and er in float32 or `dt`.
 GatProblem gat_problem(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
                        const GatParams& params, const OpOptions& options, const char* op,
                        DType dt = DType::f32) {
@@ -301,8 +324,8 @@ GatProblem gat_problem(const Graph& g, const Tensor& feat, const Tensor& el, con
   SPGNN_CHECK(feat.dim(1) >= H && feat.dim(1) % H == 0, InvalidArgument, op, ": 'feat' width ",
               feat.dim(1), " must be a positive multiple of params.heads = ", H, " (H*F)");
   check_input(feat, "feat", op, g, {g.n_cols, feat.dim(1)}, "[n_cols, H*F]", dt);
-  check_input(el, "el", op, g, {g.n_cols, H}, "[n_cols, H]", dt);
-  check_input(er, "er", op, g, {g.n_rows, H}, "[n_rows, H]", dt);
+  check_input(el, "el", op, g, {g.n_cols, H}, "[n_cols, H]", logit_dtype(el, dt));
+  check_input(er, "er", op, g, {g.n_rows, H}, "[n_rows, H]", logit_dtype(er, dt));
   GatProblem p;
   p.g = &g;
   p.feat = &feat;
@@ -413,8 +436,7 @@ void edge_softmax_backward(const Graph& g, const Tensor& out, const Tensor& grad
 void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
                    const GatParams& params, Tensor& out, Tensor& attn, const OpOptions& options) {
   constexpr const char* kOp = "gat_aggregate";
-  if (const DType h = detail::half_operands(kOp, {{&feat, "feat"}, {&el, "el"}, {&er, "er"}});
-      is_half(h)) {
+  if (const DType h = gat_half_operands(kOp, feat, el, er, {{&feat, "feat"}}); is_half(h)) {
 #if SPGNN_WITH_CUDA
     // The fused kernels read and write halves themselves: the per-edge gathers of feat are what
     // halves shrink. No conversion and no allocation but the outputs (capturable).
@@ -462,8 +484,8 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
                             const GatParams& params, Tensor& grad_feat, Tensor& grad_el,
                             Tensor& grad_er, const OpOptions& options) {
   constexpr const char* kOp = "gat_aggregate_backward";
-  if (const DType h = detail::half_operands(kOp, {{&feat, "feat"}, {&el, "el"}, {&er, "er"},
-                                                  {&attn, "attn"}, {&grad_out, "grad_out"}});
+  if (const DType h = gat_half_operands(kOp, feat, el, er,
+                                        {{&feat, "feat"}, {&attn, "attn"}, {&grad_out, "grad_out"}});
       is_half(h)) {
     // float32 outputs (all three) take the gradients unrounded: a caller that keeps float32
     // weights (spgnn train's GAT layer) would only widen them again.

@@ -626,23 +626,22 @@ class GatConv : public Layer {
     params_.negative_slope = s_.negative_slope;
     params_.attn_dropout = training ? s_.attn_dropout : 0.f;
     params_.dropout_seed = step_seed;
-    // Half aggregations (spgnn train --dtype bf16|f16): the attention runs on half copies of
-    // feat, el and er (the fused kernels' half path: the per-edge feature gathers are what halves
-    // shrink) and keeps its weights in half; the layer's own values stay float32. The host
-    // converts too, so CPU runs show the precision a GPU run has.
+    // Half aggregations (spgnn train --dtype bf16|f16): the attention runs on a half copy of
+    // feat (the fused kernels' half path: the per-edge feature gathers are what halves shrink)
+    // and keeps its weights in half; el and er stay float32 (the kernels read them so, and their
+    // sum is the logit), as do the layer's own values. The host converts too, so CPU runs show
+    // the precision a GPU run has.
     half_ = x.dtype() == DType::f32 && aggregation_dtype() != DType::f32;
     if (half_) {
       detail::ProfileScope prof(Phase::aggregate_forward);
       const DType hd = aggregation_dtype();
       const OpOptions opt = auto_options(ctx);
       detail::convert_into(feat_, keep(feat_h_, feat_.shape(), hd, x.device()), opt.stream);
-      detail::convert_into(el_, keep(el_h_, el_.shape(), hd, x.device()), opt.stream);
-      detail::convert_into(er_, keep(er_h_, er_.shape(), hd, x.device()), opt.stream);
       Tensor& aggh = keep(agg_h_, {g.n_rows, H * fp_}, hd, x.device());
       if (attn_.defined() &&
           (attn_.shape() != std::vector<int64_t>{g.nnz(), s_.heads} || attn_.dtype() != hd))
         attn_ = Tensor();
-      gat_aggregate(g, feat_h_, el_h_, er_h_, params_, aggh, attn_, opt);
+      gat_aggregate(g, feat_h_, el_, er_, params_, aggh, attn_, opt);
       if (!agg.defined()) agg = Tensor::empty({g.n_rows, H * fp_}, x.dtype(), x.device());
       detail::convert_into(aggh, agg, opt.stream);
     } else if (x.dtype() == DType::f64) {
@@ -683,7 +682,7 @@ class GatConv : public Layer {
       // float32 gradient outputs: the op writes its float32 sums unrounded. Rounded to bfloat16
       // (and widened again here), GAT on Amazon Computers lost 1.45 points against float32
       // (mean of seeds 1-5, CPU); unrounded, 0.82.
-      gat_aggregate_backward(g, feat_h_, el_h_, er_h_, attn_, gy_h_, params_,
+      gat_aggregate_backward(g, feat_h_, el_, er_, attn_, gy_h_, params_,
                              keep(gfeat_, {g.n_cols, w}, dt, dev),
                              keep(gel_, {g.n_cols, s_.heads}, dt, dev),
                              keep(ger_, {g.n_rows, s_.heads}, dt, dev), opt);
@@ -749,7 +748,7 @@ class GatConv : public Layer {
   int64_t fp_ = 0;  // the heads' width in the last forward: s_.out, or padded to a multiple of 4
   bool half_ = false;  // the last forward ran the attention in aggregation_dtype()
   Tensor x_, feat_, el_, er_, attn_;
-  Tensor feat_h_, el_h_, er_h_, agg_h_, gy_h_;  // half copies (half_)
+  Tensor feat_h_, agg_h_, gy_h_;  // half copies (half_)
   Tensor out_buf_, dx_buf_, gfeat_, gel_, ger_;
   Tensor w_pad_, al_pad_, ar_pad_, agg_pad_, dy_pad_, al_gpad_, ar_gpad_, gw_pad_;  // padded heads
 };

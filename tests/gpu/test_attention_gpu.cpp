@@ -195,6 +195,38 @@ void check_gat_half(GraphKind kind, DType idx, DType dt, int64_t H, int64_t F, f
   close(gf32, gf_ref, 1e-4, "grad_feat (float32 out)");
   close(gel32, gel_ref, 1e-4, "grad_el (float32 out)");
   close(ger32, ger_ref, 1e-4, "grad_er (float32 out)");
+  // float32 el and er beside the half rows (spgnn train's GAT layer and autocast pass them so):
+  // used unrounded, forward and backward, into half and into float32 gradients.
+  const Tensor el32 = random_tensor({g.n_cols, H}, seed + 5, -2.f, 2.f);
+  const Tensor er32 = random_tensor({g.n_rows, H}, seed + 6, -2.f, 2.f);
+  Tensor out_ref_m, attn_ref_m;
+  gat_aggregate(g, f32(feat), el32, er32, prm, out_ref_m, attn_ref_m, with("cpu_ref"));
+  const Tensor el32_d = dev(el32), er32_d = dev(er32);
+  Tensor out_m = poisoned({g.n_rows, H * F}, stream, dt), attn_m = poisoned({g.nnz(), H}, stream, dt);
+  gat_aggregate(G.dev, feat_d, el32_d, er32_d, prm, out_m, attn_m,
+                with("gat_fused", params, stream));
+  sync(stream);
+  ASSERT_EQ(out_m.dtype(), dt);
+  close(out_m, out_ref_m, tol, "out (float32 el, er)");
+  close(attn_m, attn_ref_m, tol, "attn (float32 el, er)");
+  Tensor gf_ref_m, gel_ref_m, ger_ref_m;
+  gat_aggregate_backward(g, f32(feat), el32, er32, f32(attn_m), f32(gout), prm, gf_ref_m,
+                         gel_ref_m, ger_ref_m, with("cpu_ref"));
+  Tensor gf_m = poisoned({g.n_cols, H * F}, stream, dt), gel_m = poisoned({g.n_cols, H}, stream, dt),
+         ger_m = poisoned({g.n_rows, H}, stream, dt);
+  gat_aggregate_backward(G.dev, feat_d, el32_d, er32_d, attn_m, dev(gout), prm, gf_m, gel_m, ger_m,
+                         with("gat_fused", params, stream));
+  Tensor gf_m32 = poisoned({g.n_cols, H * F}, stream), gel_m32 = poisoned({g.n_cols, H}, stream),
+         ger_m32 = poisoned({g.n_rows, H}, stream);
+  gat_aggregate_backward(G.dev, feat_d, el32_d, er32_d, attn_m, dev(gout), prm, gf_m32, gel_m32,
+                         ger_m32, with("gat_fused", params, stream));
+  sync(stream);
+  close(gf_m, gf_ref_m, 2 * tol, "grad_feat (float32 el, er)");
+  close(gel_m, gel_ref_m, 2 * tol, "grad_el (float32 el, er)");
+  close(ger_m, ger_ref_m, 2 * tol, "grad_er (float32 el, er)");
+  close(gf_m32, gf_ref_m, 1e-4, "grad_feat (float32 el, er and out)");
+  close(gel_m32, gel_ref_m, 1e-4, "grad_el (float32 el, er and out)");
+  close(ger_m32, ger_ref_m, 1e-4, "grad_er (float32 el, er and out)");
 }
 #endif
 

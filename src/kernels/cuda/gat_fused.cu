@@ -62,7 +62,8 @@ using gnnone::zero_vec;
 constexpr int kUnroll = 4;
 constexpr int kMaxWarps = 16;
 
-// Half precision (T = __half or __nv_bfloat16): every input and output of the op is T. Rows are
+// Half precision (T = __half or __nv_bfloat16): feat, attn, grad_out and out are T, el and er
+// are read as float32 (the front door takes them in float32 or T; logit_inputs). Rows are
 // loaded 8 or 4 elements to a 16- or 8-byte word and unpacked to float; every sum is float32 and
 // each result is rounded once. The backward's gradients are summed into float32 scratch (split
 // rows add with atomics) and rounded into the outputs at the end. A head row of F % 4 != 0
@@ -75,8 +76,8 @@ struct GatArgs {
   const I* __restrict__ col;
   const int64_t* __restrict__ perm;  // kernel 2: transposed edge -> edge
   const T* __restrict__ feat;
-  const T* __restrict__ el;
-  const T* __restrict__ er;
+  const float* __restrict__ el;  // float32 for every T (see logit_inputs)
+  const float* __restrict__ er;
   const T* __restrict__ attn_in;  // backward
   const T* __restrict__ grad_out;
   float* grad_feat;
@@ -140,8 +141,8 @@ struct FwdArgs {
   const int64_t* __restrict__ seg_begin;  // [n_seg] its first edge
   const int64_t* __restrict__ seg_start;  // [n_heavy + 1] first segment of each heavy row
   const T* __restrict__ feat;
-  const T* __restrict__ el;
-  const T* __restrict__ er;
+  const float* __restrict__ el;  // float32 for every T (see logit_inputs)
+  const float* __restrict__ er;
   T* out;
   T* attn;
   // [nnz, H] raw logits of a row until its (max, sum) is known, then normalised into attn: attn
@@ -750,8 +751,8 @@ GatArgs<I, T> make_args(const GatProblem& p, int nv) {
   a.rowptr = g.rowptr.data<I>();
   a.col = g.col.data<I>();
   a.feat = static_cast<const T*>(p.feat->raw());
-  a.el = static_cast<const T*>(p.el->raw());
-  a.er = static_cast<const T*>(p.er->raw());
+  a.el = p.el->data<float>();
+  a.er = p.er->data<float>();
   a.n = g.n_rows;
   a.H = p.H;
   a.F = p.F;
@@ -1085,8 +1086,8 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
     a.seg_start = s->seg_start.data<int64_t>();
   }
   a.feat = static_cast<const T*>(p.feat->raw());
-  a.el = static_cast<const T*>(p.el->raw());
-  a.er = static_cast<const T*>(p.er->raw());
+  a.el = p.el->data<float>();
+  a.er = p.er->data<float>();
   a.out = static_cast<T*>(p.out->raw());
   a.attn = static_cast<T*>(p.attn->raw());
   // Halves: the raw logits in float32 scratch (see FwdArgs::raw); float32 writes them in attn.
@@ -1207,6 +1208,46 @@ void zero_async(Tensor& t, cudaStream_t st) {
   if (t.numel()) SPGNN_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.nbytes(), st));
 }
 
+// The kernels read el and er as float32 whatever feat's dtype. A logit is el[u] + er[v]; rounded
+// to a half, each would move it by up to |s| * 2^-9 on every edge of its vertex, so float32 ones
+// (what `spgnn train`'s layer and autocast pass) are used as given, and half ones are widened
+// into stream-ordered scratch (capturable; they are only [n, H]). H200, the Reddit shape, one
+// head, bfloat16 rows: the forward went 2.62 -> 2.38 ms at F = 16 and 3.37 -> 3.25 at F = 32 (a
+// 4-byte el gather costs the same sector as a 2-byte one and drops a widening from each logit's
+// dependency chain), the backward 4.78 -> 4.88 and 6.14 -> 6.23 (docs/BENCHMARKS.md).
+// The returned problem points at the float32 tensors; `hold` keeps the widened copies alive.
+struct LogitInputs {
+  GatProblem p;
+  Tensor el, er;
+  std::unique_ptr<StreamScratch> hold;
+};
+std::unique_ptr<LogitInputs> logit_inputs(const GatProblem& p, cudaStream_t st) {
+  auto r = std::make_unique<LogitInputs>();
+  r->p = p;
+  const Tensor* src[2] = {p.el, p.er};
+  int64_t widen = 0;
+  for (const Tensor* t : src)
+    if (t->dtype() != DType::f32) widen += t->numel();
+  if (widen > 0) r->hold = std::make_unique<StreamScratch>(static_cast<size_t>(widen) * 4, st);
+  float* next = widen > 0 ? r->hold->get() : nullptr;
+  Tensor* dst[2] = {&r->el, &r->er};
+  for (int i = 0; i < 2; ++i) {
+    const Tensor& t = *src[i];
+    if (t.dtype() == DType::f32) {
+      *dst[i] = t;
+      continue;
+    }
+    cuda_convert(t.raw(), t.dtype(), next, DType::f32, t.numel(), t.device().index, st);
+    // `hold` owns the memory; the token only satisfies from_external's keep-alive check.
+    *dst[i] = Tensor::from_external(next, t.shape(), {}, DType::f32, t.device(),
+                                    std::make_shared<int>(0), "gat_fused logits");
+    next += t.numel();
+  }
+  r->p.el = &r->el;
+  r->p.er = &r->er;
+  return r;
+}
+
 }  // namespace
 
 void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_chunk) {
@@ -1223,10 +1264,11 @@ void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg, int he
   }
   SPGNN_CHECK(heads_per_chunk >= 0 && heads_per_chunk <= kMaxHc, InvalidArgument,
               "gat_fused: heads_per_chunk must be in 0..", kMaxHc, ", got ", heads_per_chunk);
+  const std::unique_ptr<LogitInputs> li = logit_inputs(p, st);
   elem::dispatch(p.feat->dtype(), [&](auto t) {
     using T = decltype(t);
-    if (g.index_dtype() == DType::i64) forward<int64_t, T>(p, warps, heavy_deg, heads_per_chunk, st);
-    else forward<int32_t, T>(p, warps, heavy_deg, heads_per_chunk, st);
+    if (g.index_dtype() == DType::i64) forward<int64_t, T>(li->p, warps, heavy_deg, heads_per_chunk, st);
+    else forward<int32_t, T>(li->p, warps, heavy_deg, heads_per_chunk, st);
   });
 }
 
@@ -1253,11 +1295,12 @@ void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t hea
   StreamScratch dz(static_cast<size_t>((2 * g.nnz() + g.n_rows) * p.H) * sizeof(float), st);
   float2* dz2 = reinterpret_cast<float2*>(dz.get());
   const DType dt = p.feat->dtype();
+  const std::unique_ptr<LogitInputs> li = logit_inputs(p, st);
   if (!is_half(dt)) {
     float *gf = p.grad_feat->data<float>(), *gl = p.grad_el->data<float>(),
           *gr = p.grad_er->data<float>();
-    if (g.index_dtype() == DType::i64) backward<int64_t, float>(p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
-    else backward<int32_t, float>(p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
+    if (g.index_dtype() == DType::i64) backward<int64_t, float>(li->p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
+    else backward<int32_t, float>(li->p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
     return;
   }
   // Halves: float32 sums in stream-ordered scratch (capturable in a CUDA graph, unlike a
@@ -1280,8 +1323,8 @@ void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t hea
   }
   elem::dispatch(dt, [&](auto t) {
     using T = decltype(t);
-    if (g.index_dtype() == DType::i64) backward<int64_t, T>(p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
-    else backward<int32_t, T>(p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
+    if (g.index_dtype() == DType::i64) backward<int64_t, T>(li->p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
+    else backward<int32_t, T>(li->p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
   });
   if (direct) return;
   const int dev = g.device().index;
