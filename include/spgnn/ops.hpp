@@ -78,9 +78,10 @@ struct GatParams {
 //   out[v, h*F:(h+1)*F] = sum_e a_e * feat[u, h*F:(h+1)*F]
 // feat [n_cols, H*F], el [n_cols, H], er [n_rows, H]; out [n_rows, H*F]; attn [nnz, H] receives
 // the softmax weights before dropout (for backward; pass undefined to let it be allocated).
-// float32, or all float16/bfloat16 (float32 sums, one rounding per result; the fused GPU kernels
-// read half rows of F % 4 == 0 themselves). The backward's gradients come out in the inputs'
-// dtype, or unrounded where the caller passes float32 outputs (all three) with half inputs.
+// float32, or float16/bfloat16 feat (float32 sums, one rounding per result; the fused GPU kernels
+// read half rows of F % 4 == 0 themselves) with el and er in float32 (used unrounded) or feat's
+// dtype. The backward's gradients come out in feat's dtype, or unrounded where the caller passes
+// float32 outputs (all three) with half inputs.
 void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
                    const GatParams& params, Tensor& out, Tensor& attn,
                    const OpOptions& options = {});

@@ -294,10 +294,8 @@ DType logit_dtype(const Tensor& t, DType dt) {
 DType gat_half_operands(const char* op, const Tensor& feat, const Tensor& el, const Tensor& er,
                         std::initializer_list<std::pair<const Tensor*, const char*>> rows) {
   const DType h = detail::half_operands(op, rows);
-  if (!is_half(h)) {  // half el / er with float32 rows: as the rows
-    detail::half_operands(op, {{&feat, "feat"}, {&el, "el"}, {&er, "er"}});
-    return h;
-  }
+  // float32 rows: half el / er beside them are refused, named, as any other mix
+  if (!is_half(h)) return detail::half_operands(op, {{&feat, "feat"}, {&el, "el"}, {&er, "er"}});
   for (auto [t, name] : {std::pair<const Tensor*, const char*>{&el, "el"}, {&er, "er"}})
     SPGNN_CHECK(!t->defined() || t->dtype() == DType::f32 || t->dtype() == h, InvalidArgument, op,
                 ": '", name, "' must be float32 or ", dtype_name(h), " (the dtype of 'feat'), got ",

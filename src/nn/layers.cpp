@@ -679,9 +679,8 @@ class GatConv : public Layer {
       const DType hd = feat_h_.dtype();
       const OpOptions opt = auto_options(ctx);
       detail::convert_into(*gy, keep(gy_h_, gy->shape(), hd, dev), opt.stream);
-      // float32 gradient outputs: the op writes its float32 sums unrounded. Rounded to bfloat16
-      // (and widened again here), GAT on Amazon Computers lost 1.45 points against float32
-      // (mean of seeds 1-5, CPU); unrounded, 0.82.
+      // float32 gradient outputs: the op writes its float32 sums unrounded (rounded to a half,
+      // they would only be widened again here for the float32 weights).
       gat_aggregate_backward(g, feat_h_, el_, er_, attn_, gy_h_, params_,
                              keep(gfeat_, {g.n_cols, w}, dt, dev),
                              keep(gel_, {g.n_cols, s_.heads}, dt, dev),

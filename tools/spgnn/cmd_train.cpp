@@ -258,7 +258,7 @@ void run_train(const TrainOpts& o) {
       // faster, GAT's attention always (its fused kernels read half rows).
       std::printf("dtype    %s %s, float32 weights and Adam, %s GEMMs%s\n", o.dtype.c_str(),
                   mc.kind == nn::ConvKind::gat
-                      ? "attention (feat, logits' inputs, weights)"
+                      ? "attention (feat and weights; el, er float32)"
                       : dev.is_cuda() ? "aggregations (where the GPU's half SpMM is faster)"
                                       : "aggregations",
                   tc.allow_tf32 && dev.is_cuda() ? "TF32" : "float32",

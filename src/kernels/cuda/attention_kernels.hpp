@@ -27,9 +27,9 @@ void cuda_copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst
 // split over several warps: atomic = false gathers source gradients over p.gt / p.perm (one warp
 // per source); atomic = true scatters them with atomics from the destination rows (no
 // transpose needed; p.gt may be null).
-// Every tensor of p may be float16 or bfloat16 instead (all of one dtype; float32 sums, one
-// rounding per result), when gat_fused_half_width says the kernels take them; the backward then
-// has no atomic variant.
+// feat, attn, grad_out and out may be float16 or bfloat16 instead (all of one dtype; float32
+// sums, one rounding per result), when gat_fused_half_width says the kernels take them; el and er
+// are float32 or that dtype (read as float32); the backward then has no atomic variant.
 void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_chunk);
 void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg);
 // Whether the fused kernels take p's half rows: their vector width (forward 4, backward 8 or 4
