@@ -58,6 +58,11 @@ double train_once(const Dataset& d, const RunSpec& r, uint64_t seed) {
 // enough to make CI flaky. 10 fresh seeds halve the variance of the mean and still check the same
 // claim: the mean accuracy reaches the published level.
 constexpr int kSeeds = 10;
+// The float32-against-bfloat16 comparison: its 10-seed mean difference spread from -0.59 to
+// +0.25 points over ten test seeds (SPGNN_TEST_SEED), two of them past the 0.5-point bar, as
+// float32 against itself does on such means (docs/BENCHMARKS.md, GAT on Amazon Computers).
+// Twenty seeds halve that spread's variance.
+constexpr int kPairedSeeds = 20;
 
 double mean_over_seeds(const Dataset& d, const RunSpec& r, int seeds) {
   double s = 0;
@@ -200,12 +205,12 @@ TEST(TrainBuiltin, Float16LossScalerSkipsOverflowingStepsAndBacksOff) {
   expect_throw<InvalidArgument>([&] { nn::train(m2, d, tc); }, {"loss_scale"});
 }
 
-TEST(TrainPlanetoid, GcnOnCoraInBfloat16ReachesFloat32sMeanOver10Seeds) {
+TEST(TrainPlanetoid, GcnOnCoraInBfloat16ReachesFloat32sMeanOver20Seeds) {
   REQUIRE_DATASET(cora, "cora");
   RunSpec bf16;
   bf16.aggregation = DType::bf16;
-  const double f32_acc = mean_over_seeds(cora, RunSpec{}, kSeeds);
-  const double acc = mean_over_seeds(cora, bf16, kSeeds);
+  const double f32_acc = mean_over_seeds(cora, RunSpec{}, kPairedSeeds);
+  const double acc = mean_over_seeds(cora, bf16, kPairedSeeds);
   std::cerr << "GCN Cora mean test accuracy: float32 " << f32_acc << ", bfloat16 aggregations "
             << acc << "\n";
   EXPECT_GE(acc, f32_acc - 0.005);  // issue 12: within 0.5 points of float32
