@@ -29,13 +29,18 @@
 // time on the H200 (2.1M x 256, k = 8..64: 1.71-2.05 -> 1.27-1.48 ms; 232,965 x 256: 0.20-0.24 ->
 // 0.15-0.17 ms) with fewer instructions a row (SASS of the F = 256 kernel: 848 -> 704): the
 // snapping above, the pivot from a hardware reciprocal and bracket values kept as floats, the
-// key maps in two instructions, and stores at one multiply-add from the row's base.
+// key maps in two instructions, and stores at one multiply-add from the row's base. Then,
+// from ncu's per-instruction counts (2.1M x 256, k = 16: 565 warp instructions a row, 222 of
+// them writing the result): predicated stores instead of a branch per register, ranks from one
+// ballot per register, a pivot of lo + 1 or hi when one key is left over or missing, no column
+// checks at F = 256 and no 64-bit product per input row: 457 a row, 16-19% less time (2.1M x 256,
+// k = 8..64: 1.37-1.56 -> 1.14-1.27 ms uniform, 1.79-1.98 -> 1.50-1.63 normal).
 // A CPU model of the search over 2,000 rows of 256 (uniform, normal, ReLU'd normal, three
 // values, one 1e20 outlier; k = 1..255) needs 1.4-3.8 rounds on average on uniform rows with
 // this rule (interpolation + Illinois + snapping to elements), 7.2-7.7 with value halving +
 // snapping, 7.8-9.4 with plain value halving (the first version); normal rows 1.0-7.8 (worst
 // k = 8..32) against 4.6-8.4 and 5.4-9.1.
-// docs/GAT_NOTES.md has the measurements.
+// docs/GAT_NOTES.md and docs/BENCHMARKS_MAXK.md have the measurements.
 //
 // Wider rows (F > 1024, maxk_wide_kernel) keep the first version: the row in shared memory
 // (re-read from global memory per round when F > 24576), value halving then key halving.
@@ -82,6 +87,24 @@ __device__ __forceinline__ uint32_t add_if_ge(uint32_t c, uint32_t v, uint32_t p
       : "+r"(c)
       : "r"(v), "r"(p));
   return c;
+}
+// Stores under a predicate. Written as `if (keep) asm volatile(store)`, each register's stores
+// were a branch of their own (a convergence barrier, the address and both stores, ~15 warp
+// instructions whenever any lane kept that register: 8 of them a row at F = 256, k = 16, about a
+// fifth of the kernel's instructions in ncu's source counters); predicated, ~5. The packed-scan
+// layouts (F > 256 with float4 loads) keep the branches: there, computing every register's
+// address up front took 16 more registers (F = 1024: 144 instead of 128, one block an SM fewer).
+__device__ __forceinline__ void store_if(uint32_t on, float* a, uint32_t bits) {
+  asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %0, 0;\n\t@q st.global.b32 [%1], %2;\n\t}"
+               ::"r"(on), "l"(a), "r"(bits) : "memory");
+}
+__device__ __forceinline__ void store_if(uint32_t on, uint8_t* a, uint16_t c) {
+  asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %0, 0;\n\t@q st.global.u8 [%1], %2;\n\t}"
+               ::"r"(on), "l"(a), "h"(c) : "memory");
+}
+__device__ __forceinline__ void store_if(uint32_t on, uint16_t* a, uint16_t c) {
+  asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %0, 0;\n\t@q st.global.u16 [%1], %2;\n\t}"
+               ::"r"(on), "l"(a), "h"(c) : "memory");
 }
 __device__ __forceinline__ float rcp_approx(float x) {
   float r;
@@ -146,21 +169,44 @@ __device__ __forceinline__ void load_row(const float* __restrict__ xr, int F, in
   }
 }
 
-// rank[i] = the number of flagged registers of the warp in lower columns (column order above).
-// VW = 1: a ballot per chunk. VW = 4: each lane's count per chunk (0..4) packed into 8-bit fields
-// (a chunk totals at most 128, so fields never carry), four chunks per word, one warp scan per
-// word.
+// rank[i] = the number of flagged registers of the warp in lower columns (column order above),
+// and on[i] != 0 where f[i] is set. One ballot per register when there are at most two chunks
+// (or one value a lane): a lane's flags then live as its bit of each ballot, and the ranks are
+// popcounts of the lower lanes' bits. Each stays a predicate only until its ballot: kept as
+// bools until the stores, eight flags overflowed the predicate registers and moved through bit
+// masks (P2R and LOP3 on every use, SASS). More chunks: each lane's count per chunk (0..4) is
+// packed into 8-bit fields (a chunk totals at most 128, so fields never carry), four chunks a
+// word, one warp scan per word.
+template <int VW, int CH>
+constexpr bool ballot_ranks() {
+  return VW == 1 || CH <= 2;
+}
+// A flag as the ranks hand it to the stores: the lane's ballot bit, or the flag itself.
+template <int VW, int CH>
+using FlagT = std::conditional_t<ballot_ranks<VW, CH>(), uint32_t, bool>;
 template <int VW, int CH>
 __device__ __forceinline__ void prefix_ranks(const bool (&f)[VW * CH], int (&rank)[VW * CH],
-                                             int lane) {
+                                             FlagT<VW, CH> (&on)[VW * CH], int lane) {
   const unsigned lt = (1u << lane) - 1u;
   int base = 0;
-  if constexpr (VW == 1) {
+  if constexpr (ballot_ranks<VW, CH>()) {
+    const unsigned me = 1u << lane;
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
-      const unsigned m = __ballot_sync(kFull, f[c]);
-      rank[c] = base + __popc(m & lt);
-      base += __popc(m);
+      unsigned m[VW];
+      int run = base;
+#pragma unroll
+      for (int q = 0; q < VW; ++q) {
+        m[q] = __ballot_sync(kFull, f[c * VW + q]);
+        run += __popc(m[q] & lt);
+      }
+#pragma unroll
+      for (int q = 0; q < VW; ++q) {
+        rank[c * VW + q] = run;
+        on[c * VW + q] = m[q] & me;
+        run += on[c * VW + q] ? 1 : 0;
+        if (c + 1 < CH) base += __popc(m[q]);
+      }
     }
   } else {
 #pragma unroll
@@ -187,6 +233,7 @@ __device__ __forceinline__ void prefix_ranks(const bool (&f)[VW * CH], int (&ran
 #pragma unroll
         for (int q = 0; q < VW; ++q) {
           rank[c * VW + q] = run;
+          on[c * VW + q] = f[c * VW + q];
           run += f[c * VW + q] ? 1 : 0;
         }
         base += static_cast<int>((total >> (8 * (c - 4 * w))) & 0xffu);
@@ -254,6 +301,11 @@ __device__ __forceinline__ void select_row(uint32_t (&v)[VW * CH], int F, int k,
   // Which end moved last (+1 lo, -1 hi) and how many times in a row; the last round's count.
   int side = 0, streak = 0, last = k;
   auto lin_pivot = [&](int round) {  // in (lo, hi]
+    // One key off: count(>= lo + 1) is clo less lo's copies and count(>= hi) is chi plus hi's,
+    // so without ties at that key this round is the last, and with them lo meets hi. Cheaper
+    // than interpolating, which may step past the neighbouring key.
+    if (clo == k + 1) return lo + 1u;
+    if (chi == k - 1) return hi;
     uint32_t p = lo + ((hi - lo) >> 1) + 1u;
     if (round < kInterpRounds) {
       // Linear in value: the pivot where count(>= pivot) would be k + 1/2.
@@ -318,63 +370,82 @@ __device__ __forceinline__ void select_row(uint32_t (&v)[VW * CH], int F, int k,
   }
   for (; !exact && lo < hi; ++round) round_at(lin_pivot(round));
 
-  bool keep[N];
-  if (exact) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) keep[i] = v[i] >= t_ge && in_row<VW>(i, lane, F);
-  } else {
-    // T = lo = hi; chi keys are > T, and the k - chi lowest-column keys == T are kept.
+  // Not exact: T = lo = hi; chi keys are > T, and the k - chi lowest-column keys == T are kept.
+  auto keep_with_ties = [&](bool (&keep)[N]) {
     const uint32_t t = lo;
     const int eq_left = k - chi;
     bool eq[N];
     int eq_rank[N];
+    FlagT<VW, CH> eq_on[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) eq[i] = v[i] == t && in_row<VW>(i, lane, F);
-    prefix_ranks<VW, CH>(eq, eq_rank, lane);
+    prefix_ranks<VW, CH>(eq, eq_rank, eq_on, lane);
 #pragma unroll
     for (int i = 0; i < N; ++i)
-      keep[i] = (v[i] > t && in_row<VW>(i, lane, F)) || (eq[i] && eq_rank[i] < eq_left);
-  }
+      keep[i] = (v[i] > t && in_row<VW>(i, lane, F)) || (eq_on[i] && eq_rank[i] < eq_left);
+  };
   int pos[N];
-  prefix_ranks<VW, CH>(keep, pos, lane);
+  FlagT<VW, CH> on[N];
+  bool keep[N];
+  if constexpr (ballot_ranks<VW, CH>()) {
+    // Ranks inside each branch: merged after it, the flags crossed the branch as bits (SASS).
+    if (exact) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) keep[i] = v[i] >= t_ge && in_row<VW>(i, lane, F);
+      prefix_ranks<VW, CH>(keep, pos, on, lane);
+    } else {
+      keep_with_ties(keep);
+      prefix_ranks<VW, CH>(keep, pos, on, lane);
+    }
+  } else {  // the packed scan: once, after the branch (inside each: 24 more registers at F = 1024)
+    if (exact) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) keep[i] = v[i] >= t_ge && in_row<VW>(i, lane, F);
+    } else {
+      keep_with_ties(keep);
+    }
+    prefix_ranks<VW, CH>(keep, pos, on, lane);
+  }
   // Opaque to the compiler, so each store's address is one multiply-add from the row's base
   // rather than the whole 64-bit (r * k + pos) * size again (then the stores must say global).
   asm("" : "+l"(drow), "+l"(irow));
 #pragma unroll
-  for (int i = 0; i < N; ++i)
-    if (keep[i]) {
-      asm volatile("st.global.b32 [%0], %1;" ::"l"(drow + pos[i]), "r"(float_bits(v[i]))
-                   : "memory");
-      const auto col = static_cast<uint16_t>(col_of<VW>(i, lane));
-      if constexpr (sizeof(IdxT) == 1)
-        asm volatile("st.global.u8 [%0], %1;" ::"l"(irow + pos[i]), "h"(col) : "memory");
-      else
-        asm volatile("st.global.u16 [%0], %1;" ::"l"(irow + pos[i]), "h"(col) : "memory");
+  for (int i = 0; i < N; ++i) {
+    const auto at = static_cast<uint32_t>(pos[i]);  // unsigned: no sign extension a store
+    if constexpr (ballot_ranks<VW, CH>()) {
+      store_if(on[i], drow + at, float_bits(v[i]));
+      store_if(on[i], irow + at, static_cast<uint16_t>(col_of<VW>(i, lane)));
+    } else if (on[i]) {
+      store_if(1u, drow + at, float_bits(v[i]));
+      store_if(1u, irow + at, static_cast<uint16_t>(col_of<VW>(i, lane)));
     }
+  }
 }
 
 // float4 rows of up to 256 values: five blocks an SM (at most 51 registers; unbounded, the
-// search code takes more and four blocks fit).
-template <int VW, int CH, class IdxT>
+// search code takes more and four blocks fit). kWhole: F == 32 * VW * CH, passed on as a
+// constant, so the column checks (in_row, load_row) fold away: ~20 instructions a row at F = 256.
+// The input row is reached by a pointer advanced a stride at a time (a 64-bit product a row
+// fewer; the output pointers too cost registers enough to spill at F = 256).
+template <int VW, int CH, class IdxT, bool kWhole>
 __global__ void __launch_bounds__(kRegWarps * 32, VW == 4 && CH <= 2 ? 5 : 1)
-    maxk_reg_kernel(const float* __restrict__ x, int64_t n, int F, int k, float zk,
+    maxk_reg_kernel(const float* __restrict__ x, int64_t n, int F_arg, int k, float zk,
                     float* __restrict__ data, IdxT* __restrict__ index) {
   constexpr int N = VW * CH;
+  const int F = kWhole ? 32 * VW * CH : F_arg;
   const int lane = threadIdx.x & 31;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
   int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= n) return;  // whole warps only
+  const float* xr = x + r * F;
+  const int64_t x_step = stride * F;
   uint32_t cur[N];
-  load_row<VW, CH>(x + r * F, F, lane, cur);
-  for (; r < n; r += stride) {
+  load_row<VW, CH>(xr, F, lane, cur);
+  for (; r < n; r += stride, xr += x_step) {
+    // In flight while this row is selected. A warp's last row reloads itself (unused): no
+    // predicated load, whose destination registers each needed a fill.
     uint32_t nxt[N];
-    const int64_t rn = r + stride;
-    if (rn < n) {
-      load_row<VW, CH>(x + rn * F, F, lane, nxt);  // in flight while this row is selected
-    } else {
-#pragma unroll
-      for (int i = 0; i < N; ++i) nxt[i] = 0xffffffffu;
-    }
+    load_row<VW, CH>(r + stride < n ? xr + x_step : xr, F, lane, nxt);
     select_row<VW, CH, IdxT>(cur, F, k, zk, lane, data + r * k, index + r * k);
 #pragma unroll
     for (int i = 0; i < N; ++i) cur[i] = nxt[i];
@@ -521,9 +592,15 @@ float normal_upper_quantile(double q) {
 template <int VW, int CH, class IdxT>
 void launch_reg(const Tensor& x, int64_t k, Tensor& data, Tensor& index, cudaStream_t st) {
   const int64_t n = x.dim(0), F = x.dim(1);
-  auto kernel = maxk_reg_kernel<VW, CH, IdxT>;
-  static const int64_t resident = resident_blocks(kernel);  // per instantiation, first device
-  const int64_t blocks = std::min<int64_t>((n + kRegWarps - 1) / kRegWarps, resident);
+  // Whole rows only where they are the common width (F = 256, u8 columns; one instantiation).
+  constexpr bool kHasWhole = VW == 4 && CH == 2 && sizeof(IdxT) == 1;
+  const bool whole = kHasWhole && F == 32 * VW * CH;
+  auto kernel = whole ? maxk_reg_kernel<VW, CH, IdxT, kHasWhole>
+                      : maxk_reg_kernel<VW, CH, IdxT, false>;
+  // per instantiation, first device
+  static const int64_t resident[2] = {resident_blocks(maxk_reg_kernel<VW, CH, IdxT, false>),
+                                      resident_blocks(maxk_reg_kernel<VW, CH, IdxT, kHasWhole>)};
+  const int64_t blocks = std::min<int64_t>((n + kRegWarps - 1) / kRegWarps, resident[whole]);
   // The search's mean-and-deviation pivot (select_row) for k <= F / 8 only: at k = F / 4 it
   // saved too few rounds on normal rows to pay for itself (2.1M x 256, k = 64: 1.90 -> 2.01 ms).
   const float zk = 8 * k <= F ? normal_upper_quantile((static_cast<double>(k) + 0.5) /
