@@ -70,6 +70,19 @@ constexpr int kMaxWarps = 16;
 // halves, or the atomic backward, takes the front door's float32 copy instead.
 template <class T> constexpr bool kHalf = elem::kIsHalf<T>;
 
+// acc[c][q] += w * x[c][q] over a lane's K packed vectors of V elements (float or half words,
+// unpacked to float): the forward's and the backward's gathered rows alike.
+template <int V, int K, class P>
+__device__ __forceinline__ void fma_packed(float w, const P (&x)[K], float (&acc)[K][V]) {
+#pragma unroll
+  for (int c = 0; c < K; ++c) {
+    float xf[V];
+    elem::unpack<V>(xf, x[c]);
+#pragma unroll
+    for (int q = 0; q < V; ++q) acc[c][q] = fmaf(w, xf[q], acc[c][q]);
+  }
+}
+
 template <class I, class T>
 struct GatArgs {
   const I* __restrict__ rowptr;  // rows walked by the kernel (graph, or transpose in kernel 2)
@@ -268,15 +281,6 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
       else elem::zero_packed<V>(x[c]);
     }
   };
-  auto fma_into = [&](float w, const P (&x)[K]) {
-#pragma unroll
-    for (int c = 0; c < K; ++c) {
-      float xf[V];
-      elem::unpack<V>(xf, x[c]);
-#pragma unroll
-      for (int q = 0; q < V; ++q) acc[c][q] = fmaf(w, xf[q], acc[c][q]);
-    }
-  };
   I u_next = 0;
   if (L.t < e - b) u_next = __ldg(a.col + b + L.t);
   for (int64_t base = b; base < e; base += step) {
@@ -330,7 +334,7 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
         const int slot = (k << L.tg_log2) + L.tg;
         float w = __shfl_sync(L.mask, wd, L.base + (((slot < cnt) ? slot : 0) << a.hc_log2) + wsrc);
         if (slot >= cnt) w = 0.f;
-        fma_into(w, x[k]);
+        fma_packed(w, x[k], acc);
       }
     }
     // Batches of more than kUB edges per group (narrow heads, few heads per chunk): the rest.
@@ -347,7 +351,7 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
         gather(x[k], u[k], ok);
       }
 #pragma unroll
-      for (int k = 0; k < kUB; ++k) fma_into(w2[k], x[k]);
+      for (int k = 0; k < kUB; ++k) fma_packed(w2[k], x[k], acc);
     }
   }
   // z over the head's lanes (all at the same M); the groups' sums (same M too).
@@ -677,15 +681,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
           else elem::zero_packed<V>(y[c]);
         }
       };
-      auto fma_into = [&](float w, const P (&y)[K], float (&acc)[K][V]) {
-#pragma unroll
-        for (int c = 0; c < K; ++c) {
-          float yf[V];
-          elem::unpack<V>(yf, y[c]);
-#pragma unroll
-          for (int q = 0; q < V; ++q) acc[c][q] = fmaf(w, yf[q], acc[c][q]);
-        }
-      };
       float acc[K][V];
 #pragma unroll
       for (int c = 0; c < K; ++c) zero_vec(acc[c]);
@@ -709,7 +704,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
 #pragma unroll
         for (int k = 0; k < kU; ++k) {
           s += dzv[k];
-          fma_into(wt[k], y[k], acc);
+          fma_packed(wt[k], y[k], acc);
         }
       }
       for (; t < e; t += NG) {
@@ -718,7 +713,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
         gather(y, dst);
         const float2 wz = __ldg(a.dz + j * a.H + h);
         if (first) s += wz.y;
-        fma_into(wz.x, y, acc);
+        fma_packed(wz.x, y, acc);
       }
 #pragma unroll
       for (int c = 0; c < K; ++c)
