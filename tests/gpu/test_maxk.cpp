@@ -3,7 +3,8 @@
 // 192, F}, on rows of random values, few distinct values, equal values, signed zeros /
 // infinities and outliers; every register layout of the kernel (float4 and scalar loads, 1 to 32
 // values per lane, F not a multiple of 32), many rows per warp (its prefetch), and the wide
-// shared-memory path; maxk_backward; cbsr_spgemm and cbsr_sspmm (rel error < 1e-5) on every
+// shared-memory path; maxk_backward (rows built in shared memory up to F = 1024, the scatter
+// kernel above, repeated columns); cbsr_spgemm and cbsr_sspmm (rel error < 1e-5) on every
 // graph kind of test_util.hpp, int32 and int64 indices, each source of edge weights, and the
 // kernel parameters (split rows, the buffer-less path, one warp per block, the backward's edge
 // chunks and row segments, a stream). Outputs are poisoned with NaN first. SPGNN_TEST_QUICK=1
