@@ -53,6 +53,7 @@
 
 #include "kernels/cuda/cbsr_common.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/gnnone_common.cuh"
 #include "kernels/cuda/maxk_kernels.hpp"
 
 namespace spgnn::detail {
@@ -725,11 +726,8 @@ void cuda_maxk_backward(const Tensor& d_data, const Tensor& index, int64_t F, Te
     const bool vec4 = F % 4 == 0 && cbsr::aligned_to(dx.data<float>(), 16);
     const int row_words = static_cast<int>((F + 3) / 4 * 4);
     const size_t smem = static_cast<size_t>(kBwdWarps) * row_words * sizeof(float);
-    int dev = 0, sms = 0;
-    SPGNN_CUDA_CHECK(cudaGetDevice(&dev));
-    SPGNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const int64_t blocks =
-        std::min<int64_t>((n + kBwdWarps - 1) / kBwdWarps, static_cast<int64_t>(sms) * 8);
+    const int64_t blocks = std::min<int64_t>(
+        (n + kBwdWarps - 1) / kBwdWarps, int64_t{8} * gnnone::sm_count(d_data.device().index));
     auto run = [&](const auto* idx) {
       using IdxT = std::remove_cv_t<std::remove_pointer_t<decltype(idx)>>;
       auto go = [&](auto kernel) {
