@@ -26,6 +26,14 @@ suite_spec() {
   esac
 }
 
+# Suite name, spec or path -> a label for file names and tables: a path's base name without its
+# extension, a spec with ':' as '_' (a path given as a graph must not put '/' into a result's name).
+suite_label() {
+  local s=$1
+  case "$s" in */*) s=$(basename "$s"); s=${s%%.*} ;; esac
+  echo "${s//[:\/ ]/_}"
+}
+
 # Suite name or spec -> a readable graph file: rmat/er specs are generated once into
 # $GRAPHS_DIR/<name>.spg (progress on stderr); other paths must exist. Returns 1 otherwise.
 suite_graph() {

@@ -35,10 +35,11 @@ for g in "${graphs[@]}"; do
   strat_args=()
   IFS=, read -ra ss <<<"$STRATEGIES"
   for s in "${ss[@]}"; do strat_args+=(--strategy "$s"); done
+  label=$(suite_label "$g")
   for k in spmm sddmm; do
     echo "== $k on $g ($spec)"
-    "$SPGNN" bench "$k" --graph "$file" --name "$g" --dim "$DIMS" "${strat_args[@]}" \
-      --reps "$REPS" --format json > "$RESULTS/$k-$g.json" || status=1
+    "$SPGNN" bench "$k" --graph "$file" --name "$label" --dim "$DIMS" "${strat_args[@]}" \
+      --reps "$REPS" --format json > "$RESULTS/$k-$label.json" || status=1
   done
 done
 python3 "$ROOT/bench/summarize.py" "$RESULTS"/*.json || status=1

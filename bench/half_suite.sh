@@ -20,10 +20,11 @@ for g in "${graphs[@]}"; do
     echo "SKIPPED $g: $spec not found"
     continue
   fi
+  label=$(suite_label "$g")
   for k in spmm sddmm; do
     echo "== $k on $g ($spec), f32/f16/bf16"
-    "$SPGNN" bench "$k" --graph "$file" --name "$g" --dim "$DIMS" --dtype all --reps "$REPS" \
-      --format json > "$RESULTS/$k-$g.json" || status=1
+    "$SPGNN" bench "$k" --graph "$file" --name "$label" --dim "$DIMS" --dtype all --reps "$REPS" \
+      --format json > "$RESULTS/$k-$label.json" || status=1
   done
 done
 python3 "$ROOT/bench/summarize_dtype.py" "$RESULTS"/*.json || status=1

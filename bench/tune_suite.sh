@@ -48,7 +48,7 @@ tune() {  # pass graph op file mode [extra flags...]
   local pass=$1 g=$2 op=$3 file=$4 mode=$5; shift 5
   echo "== $pass: $op on $g ($mode)" >&2
   "$SPGNN" tune --graph "$file" --name "$g" --op "$op" --dim "$DIMS" --mode "$mode" \
-    --cache "$CACHE/" --seed "$SEED" --dtype "$DTYPE" --format json "$@" > "$RESULTS/$pass-$op-$g.json" \
+    --cache "$CACHE/" --seed "$SEED" --dtype "$DTYPE" --format json "$@" > "$RESULTS/$pass-$op-$(suite_label "$g").json" \
     || { status=1; echo "FAILED: $pass $op $g" >&2; }
 }
 
