@@ -118,7 +118,8 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
   // Reddit shape). Streaming loads (evict-first) leave L2 to the gathered rows where that
   // measured faster (H100: GIN's bfloat16 copy_u 4.4% an epoch, float32 u_mul_e on kron21
   // 1.6%); bfloat16 u_mul_e ran 1-5% slower with them and keeps plain loads.
-  constexpr bool kStream = kMode == kCopyU || (!elem::kIsHalf<T> && kMode == kUOpEScalar);
+  constexpr bool kScalarE = kMode == kUOpEScalar || kMode == kUMulEScalar;  // a weight an edge
+  constexpr bool kStream = kMode == kCopyU || (!elem::kIsHalf<T> && kScalarE);
   auto nz_index = [&](const IndexT* arr, int k) -> IndexT {
     if constexpr (kStream) return __ldcs(arr + s + k);
     else return arr[s + k];
@@ -134,7 +135,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
       const int pk = k + (k >> sk);
       s_row[pk + 1] = ok ? nz_index(p.row, k) : IndexT(-1);
       s_col[pk] = ok ? nz_index(p.col, k) : IndexT(0);
-      if constexpr (kMode == kUOpEScalar) s_val[pk] = ok ? nz_weight(k) : 0.f;
+      if constexpr (kScalarE) s_val[pk] = ok ? nz_weight(k) : 0.f;
     }
     if (lane == 0) s_row[0] = s > 0 ? p.row[s - 1] : IndexT(-1);
     if (lane == 1)
@@ -271,6 +272,8 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
         if (lane_ok) elem::load_packed<V>(y, p.e + (s + k) * p.F + foff);
         else elem::zero_packed<V>(y);
       }
+      // kUMulEScalar reads its weight when the non-zero is added (below): four fewer live
+      // registers a batch, the difference between spilling and not at 8 halves a lane.
       if constexpr (kMode == kUOpEScalar) w = val_at(k);
       else w = 0.f;
     };
@@ -283,14 +286,18 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) load(k + j * stride, r[j], x[j], y[j], w[j]);
 #pragma unroll
-      for (int j = 0; j < kUnroll; ++j) step(r[j], x[j], y[j], w[j]);
+      for (int j = 0; j < kUnroll; ++j) {
+        if constexpr (kMode == kUMulEScalar) step(r[j], x[j], y[j], val_at(k + j * stride));
+        else step(r[j], x[j], y[j], w[j]);
+      }
     }
     for (; k < b; k += stride) {
       IndexT r;
       Vec x, y;
       float w;
       load(k, r, x, y, w);
-      step(r, x, y, w);
+      if constexpr (kMode == kUMulEScalar) step(r, x, y, val_at(k));
+      else step(r, x, y, w);
     }
     flush(cur, all_atomic || (first_run && head_split) || tail_split);
     if constexpr (elem::kIsHalf<T>) {
@@ -419,7 +426,17 @@ void launch_v(const SpmmArgs<IndexT, T>& args, int mode, bool cache, int warps, 
   switch (mode) {
     case kCopyU: launch_mode<IndexT, T, V, kCopyU>(args, cache, warps, st); break;
     case kCopyE: launch_mode<IndexT, T, V, kCopyE>(args, cache, warps, st); break;
-    case kUOpEScalar: launch_mode<IndexT, T, V, kUOpEScalar>(args, cache, warps, st); break;
+    case kUOpEScalar:
+      // Half u_mul_e, the weighted sum of GCN-style layers, without the other ops' code: bf16,
+      // R-MAT and products-shaped graphs, F = 64-256, 4.5-8% faster (docs/BENCHMARKS.md).
+      if constexpr (elem::kIsHalf<T>) {
+        if (args.binop == kMul) {
+          launch_mode<IndexT, T, V, kUMulEScalar>(args, cache, warps, st);
+          break;
+        }
+      }
+      launch_mode<IndexT, T, V, kUOpEScalar>(args, cache, warps, st);
+      break;
     default: launch_mode<IndexT, T, V, kUOpEWide>(args, cache, warps, st); break;
   }
 }

@@ -21,7 +21,10 @@ namespace spgnn::detail::rowpar {
 
 // What a non-zero contributes: copy_u: u[col]; copy_e: e[edge] (row of width F); u_op_e with a
 // broadcast edge value (e width 1) or an edge row of width F.
-enum SpmmMode : int { kCopyU = 0, kCopyE = 1, kUOpEScalar = 2, kUOpEWide = 3 };
+// kUMulEScalar: u_mul_e with a broadcast edge value, u_op_e's multiply fixed at compile time
+// (gnnone's half kernels, which take it where binop is kMul: without the other ops' code the
+// kernel fits 64 registers without spills; mode_of never returns it).
+enum SpmmMode : int { kCopyU = 0, kCopyE = 1, kUOpEScalar = 2, kUOpEWide = 3, kUMulEScalar = 4 };
 enum BinOp : int { kMul = 0, kAdd = 1, kSub = 2, kDiv = 3 };
 
 __device__ __forceinline__ float apply(int op, float x, float w) {
@@ -43,6 +46,9 @@ __device__ __forceinline__ void add_message(float (&acc)[V], const float (&x)[V]
   if constexpr (kMode == kCopyU || kMode == kCopyE) {
 #pragma unroll
     for (int q = 0; q < V; ++q) acc[q] += kMode == kCopyU ? x[q] : y[q];
+  } else if constexpr (kMode == kUMulEScalar) {
+#pragma unroll
+    for (int q = 0; q < V; ++q) acc[q] = fmaf(x[q], w, acc[q]);
   } else if (binop == kMul) {
     // u_mul_e (GCN's weighted sum, the common op) as one fused multiply-add a feature: through
     // apply()'s switch nvcc kept a multiply and an add.
