@@ -9,12 +9,14 @@ mkdir -p "$GRAPHS_DIR"
 
 # Suite name -> graph spec (anything else is passed through as a path or spec).
 #   kron21   Kronecker/R-MAT scale 21, edge factor 16 (Graph500 a=.57 b=c=.19)
+#   kron21sym  kron21 with the reverse of every edge added (issue 12's fourth large graph)
 #   reddit   uniform random graph shaped like Reddit: 232,965 vertices, ~114M edges
 #   products R-MAT shaped like ogbn-products: 2^21 vertices, ~124M raw edges (edge factor 59)
 #   cora, citeseer, pubmed  the graphs in $DATA_DIR
 suite_spec() {
   case "$1" in
     kron21) echo "rmat:21:16:1" ;;
+    kron21sym) echo "rmat:21:16:1:sym" ;;
     reddit) echo "er:232965:489:1" ;;
     products) echo "rmat:21:59:2" ;;
     cora|citeseer) echo "$DATA_DIR/$1" ;;
@@ -45,8 +47,11 @@ suite_graph() {
       if [ ! -f "$file" ]; then
         kind=${spec%%:*}; rest=${spec#*:}
         if [ "$kind" = rmat ]; then
-          IFS=: read -r sc ef sd <<<"$rest"
-          "$SPGNN" generate rmat --scale "$sc" --edge-factor "${ef:-16}" --seed "${sd:-1}" -o "$file" >&2 || return 1
+          IFS=: read -r sc ef sd sym <<<"$rest"
+          local sym_flag=()
+          [ "${sym:-}" = sym ] && sym_flag=(--symmetrize)
+          "$SPGNN" generate rmat --scale "$sc" --edge-factor "${ef:-16}" --seed "${sd:-1}" \
+            "${sym_flag[@]}" -o "$file" >&2 || return 1
         else
           IFS=: read -r n deg sd <<<"$rest"
           "$SPGNN" generate er --n "$n" --avg-degree "$deg" --seed "${sd:-1}" -o "$file" >&2 || return 1

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Half precision (issue 12): SpMM (u_mul_e, sum) and SDDMM (dot) in float32, float16 and
-# bfloat16 at F = 64, 128, 256 on the large suite (kron21, reddit, products; bench/common.sh) and
-# the real graphs, `auto` against cuSPARSE in the same dtype, every result checked against the
-# float64 oracle on its own rounded inputs. JSON per graph and kernel goes to $RESULTS; the summary
-# (bench/summarize_dtype.py) prints bf16/fp16 over float32 and over cuSPARSE, with geo-means.
-# Usage: bench/half_suite.sh [graph ...]   (default: kron21 reddit products cora citeseer pubmed)
+# bfloat16 at F = 64, 128, 256 on the large suite (kron21, kron21sym, reddit, products;
+# bench/common.sh) and the real graphs, `auto` against cuSPARSE in the same dtype, every result
+# checked against the float64 oracle on its own rounded inputs. JSON per graph and kernel goes to
+# $RESULTS; the summary (bench/summarize_dtype.py) prints bf16/fp16 over float32 and over
+# cuSPARSE, with geo-means.
+# Usage: bench/half_suite.sh [graph ...]   (suite names, specs or files; default: kron21
+#        kron21sym reddit products cora citeseer pubmed)
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 RESULTS="${RESULTS:-${OUT:-$ROOT/build}/bench-half}"
@@ -12,7 +14,7 @@ DIMS="${DIMS:-64,128,256}"
 REPS="${REPS:-20}"
 mkdir -p "$RESULTS"
 graphs=("$@")
-[ ${#graphs[@]} -gt 0 ] || graphs=(kron21 reddit products cora citeseer pubmed)
+[ ${#graphs[@]} -gt 0 ] || graphs=(kron21 kron21sym reddit products cora citeseer pubmed)
 status=0
 for g in "${graphs[@]}"; do
   spec=$(suite_spec "$g")
