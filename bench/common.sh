@@ -43,7 +43,7 @@ suite_graph() {
   spec=$(suite_spec "$name")
   case "$spec" in
     rmat:*|er:*)
-      file="$GRAPHS_DIR/${name//[:\/]/_}.spg"
+      file="$GRAPHS_DIR/$(suite_label "$name").spg"
       if [ ! -f "$file" ]; then
         kind=${spec%%:*}; rest=${spec#*:}
         if [ "$kind" = rmat ]; then
