@@ -396,24 +396,22 @@ bool long_regular_rows(const DegreeStats& st) {
 
 // Half precision (float16/bfloat16): SpMM has two half kernels, gnnone (edge-balanced; cut rows
 // through float32 scratch) and warp_vertex (a group per row). Tiny or empty graphs take
-// warp_vertex (one kernel; cuSPARSE's half SpMM rounds per partial). Everywhere else gnnone,
-// with one exception, set on the H200 (docs/BENCHMARKS.md, "Half SpMM on regular rows on the
-// H200"; the H100 rules, warp_vertex at F >= 128 and at 16 < F <= 32, predate gnnone's cheaper
-// non-zero loop and lost on this card): over seven regular graphs (the Reddit shapes and ER
-// graphs of 50K-2M rows, average degree 70-489), bfloat16 and float16,
-// - copy_u: gnnone at every width (measured from 32: Reddit shape, bfloat16, F = 32 / 128 /
-//   256: 1.00 / 3.44 / 6.88 ms against the old picks' 1.36 / 4.17 / 7.84); on the one graph
-//   where warp_vertex won (300K rows of degree 300) it won by 3-7%.
-// - weighted ops (u_mul_e ...) at F >= 128 on long rows (average degree >= 128, no outlier row):
-//   warp_vertex with one task per atomic and no split rows (Reddit shape, float16, F = 256: 8.42
-//   against gnnone's 9.42; degree 300: 7.43 against 8.18, bfloat16), where gnnone won only at
-//   bfloat16 F = 128 on the Reddit shapes (4.29 against 4.48) and on 50K rows (0.34 against 0.40);
-//   below degree 128 gnnone (degree 80 / 70: 12-20% faster).
+// warp_vertex (one kernel; cuSPARSE's half SpMM rounds per partial); everywhere else gnnone, set
+// on the H200 (docs/BENCHMARKS.md, "Half SpMM on regular rows on the H200" and "Half weighted
+// SpMM on long regular rows, re-measured"). Over regular graphs of 50K-2M rows, average degree
+// 70-489, bfloat16 and float16:
+// - copy_u: gnnone at every width (Reddit shape, bfloat16, F = 32 / 128 / 256: 1.00 / 3.44 /
+//   6.88 ms against warp_vertex's 1.36 / 4.17 / 7.84); on 300K rows of degree 300 warp_vertex
+//   won by 3-7%.
+// - weighted ops (u_mul_e ...): gnnone since its weighted kernel stopped spilling (kUMulEScalar);
+//   it used to trail warp_vertex with one task per atomic at F >= 128 on long rows, which had a
+//   rule of its own. Re-measured, bfloat16, F = 128 / 256: Reddit shape 3.99 / 8.04 ms against
+//   4.50 / 8.41, 400K rows of degree 160 3.19 / 6.29 against 3.36 / 6.43; only 300K rows of
+//   degree 300 still favour warp_vertex (3.92 / 7.75 against 3.90 / 7.39), by less than the
+//   Reddit shape gains, and no degree statistic separates that graph from the other two.
 Schedule gpu_spmm_choice(const DegreeStats& st, SpmmOp op, int64_t F, DType dtype) {
   if (is_half(dtype)) {
     if (st.nnz < kTinyNnz) return Schedule{"warp_vertex", {}};
-    if (op != SpmmOp::copy_u && F >= 128 && long_regular_rows(st) && no_outlier_rows(st))
-      return Schedule{"warp_vertex", {{"step", 1}, {"split", -1}}};
     return Schedule{"gnnone", {}};
   }
   if (st.nnz == 0) return Schedule{"warp_vertex", {}};  // one kernel, nothing to balance

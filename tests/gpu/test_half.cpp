@@ -371,12 +371,11 @@ TEST(HalfGpu, AutoSddmmTakesCusparseForNarrowFloat16DotsOnRegularLongRows) {
 #endif
 }
 
-// Half SpMM: gnnone past the tiny-graph rule, except weighted ops at F >= 128 on long regular
-// rows (average degree >= 128, no row above 4x the average), which take warp_vertex with one
-// task per atomic and no split rows; copy_u stays with gnnone there, as does a long-row graph
-// with one outlier row, a degree-96 graph and R-MAT. Each resolved schedule runs against the
-// oracle, as `auto` runs it.
-TEST(HalfGpu, AutoSpmmTakesGnnoneButForWeightedWideLongRows) {
+// Half SpMM: gnnone past the tiny-graph rule, weighted or not, at every width, on long regular
+// rows (average degree >= 128; these once sent weighted ops at F >= 128 to warp_vertex), on a
+// long-row graph with one outlier row, a degree-96 graph and R-MAT. Each resolved schedule runs
+// against the oracle, as `auto` runs it.
+TEST(HalfGpu, AutoSpmmTakesGnnonePastTinyGraphs) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   set_tuning_cache_path("");  // the heuristic's choice, not a tuned entry
@@ -397,7 +396,6 @@ TEST(HalfGpu, AutoSpmmTakesGnnoneButForWeightedWideLongRows) {
             4 * detail::degree_stats(outlier.host)->avg);
   ASSERT_LT(detail::degree_stats(outlier.host)->cv, 0.5);
   using P = std::map<std::string, int64_t>;
-  const P row_task = {{"step", 1}, {"split", -1}};
   const SpmmOp cu = SpmmOp::copy_u, mul = SpmmOp::u_mul_e;
   struct Case {
     const Graphs* g;
@@ -414,8 +412,8 @@ TEST(HalfGpu, AutoSpmmTakesGnnoneButForWeightedWideLongRows) {
       {&dense, "degree 96", mul, 128, "gnnone", {}},
       {&dense, "degree 96", cu, 256, "gnnone", {}},
       {&longer, "degree 400", mul, 64, "gnnone", {}},
-      {&longer, "degree 400", mul, 128, "warp_vertex", row_task},
-      {&longer, "degree 400", mul, 256, "warp_vertex", row_task},
+      {&longer, "degree 400", mul, 128, "gnnone", {}},
+      {&longer, "degree 400", mul, 256, "gnnone", {}},
       {&longer, "degree 400", cu, 32, "gnnone", {}},
       {&longer, "degree 400", cu, 128, "gnnone", {}},
       {&longer, "degree 400", cu, 256, "gnnone", {}},
