@@ -427,13 +427,13 @@ void launch_v(const SpmmArgs<IndexT, T>& args, int mode, bool cache, int warps, 
     case kCopyU: launch_mode<IndexT, T, V, kCopyU>(args, cache, warps, st); break;
     case kCopyE: launch_mode<IndexT, T, V, kCopyE>(args, cache, warps, st); break;
     case kUOpEScalar:
-      // Half u_mul_e, the weighted sum of GCN-style layers, without the other ops' code: bf16,
-      // R-MAT and products-shaped graphs, F = 64-256, 4.5-8% faster (docs/BENCHMARKS.md).
-      if constexpr (elem::kIsHalf<T>) {
-        if (args.binop == kMul) {
-          launch_mode<IndexT, T, V, kUMulEScalar>(args, cache, warps, st);
-          break;
-        }
+      // u_mul_e, the weighted sum of GCN-style layers, without the other ops' code
+      // (docs/BENCHMARKS.md): bfloat16 4.5-8% faster (R-MAT, Reddit and products shapes,
+      // F = 64-256), float32 0.4-2.8% (62 -> 56 registers at V = 4). Cached kernels only: the
+      // uncached float32 ablation keeps the one u_op_e kernel.
+      if (args.binop == kMul && cache) {
+        launch_mode<IndexT, T, V, kUMulEScalar>(args, cache, warps, st);
+        break;
       }
       launch_mode<IndexT, T, V, kUOpEScalar>(args, cache, warps, st);
       break;

@@ -22,7 +22,7 @@ namespace spgnn::detail::rowpar {
 // What a non-zero contributes: copy_u: u[col]; copy_e: e[edge] (row of width F); u_op_e with a
 // broadcast edge value (e width 1) or an edge row of width F.
 // kUMulEScalar: u_mul_e with a broadcast edge value, u_op_e's multiply fixed at compile time
-// (gnnone's half kernels, which take it where binop is kMul: without the other ops' code the
+// (gnnone's cached kernels take it where binop is kMul: without the other ops' code the half
 // kernel fits 64 registers without spills; mode_of never returns it).
 enum SpmmMode : int { kCopyU = 0, kCopyE = 1, kUOpEScalar = 2, kUOpEWide = 3, kUMulEScalar = 4 };
 enum BinOp : int { kMul = 0, kAdd = 1, kSub = 2, kDiv = 3 };
