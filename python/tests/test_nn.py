@@ -149,9 +149,13 @@ def _random_layer(rng, fin, fout):
         kw["add_self_loops"] = kw["normalize"] and b()
     elif name == "SAGEConv":
         # normalize at one output feature is sign(y): its exact gradient is 0, and float32's
-        # rounding noise relative to 0 is no measure (PyG's and spgnn's both ~1e8)
+        # rounding noise relative to 0 is no measure (PyG's and spgnn's both ~1e8). So is one
+        # input feature with neither root weight nor bias: y = agg * w per node, normalised to
+        # sign(agg) * w / |w|, whose gradient is 0 for everything before lin_l (float64: 1e-16).
         kw = dict(aggr=rng.choice(["mean", "sum", "max", "min"]), normalize=fout > 1 and b(),
                   root_weight=b(), project=b(), bias=b())
+        if fin == 1 and not kw["root_weight"] and not kw["bias"]:
+            kw["normalize"] = False
     elif name == "GATConv":
         kw = dict(heads=rng.choice([1, 2, 3]), concat=b(), negative_slope=rng.choice([0.2, 0.01]),
                   add_self_loops=b(), bias=b(), residual=b())
