@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
       if (lane < 2 && at >= 0 && at < p.nnz) edge_row = p.row[at];
     }
     auto fill = [&](auto half_w) {
-      constexpr bool kHalfW = decltype(half_w)::value;
+      [[maybe_unused]] constexpr bool kHalfW = decltype(half_w)::value;
 #pragma unroll 4
       for (int k = lane; k < p.cache; k += 32) {
         const bool ok = k < cnt;
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
           const int kk = ok ? k : 0;
           const IndexT r = nz_index(p.row, kk);
           const IndexT c = nz_index(p.col, kk);
-          float v = 0.f;
+          [[maybe_unused]] float v = 0.f;
           if constexpr (kScalarE) {
             if constexpr (kHalfW) v = elem::ldg1(static_cast<const T*>(p.w) + s + kk);
             else v = __ldg(static_cast<const float*>(p.w) + s + kk);
