@@ -263,12 +263,16 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
     };
 
     auto flush = [&](IndexT r, bool atomic) {
-      float scale = 1.f;
-      if (p.mean) scale = 1.f / static_cast<float>(__ldg(p.rowptr + r + 1) - __ldg(p.rowptr + r));
       if (lane_ok) {
         float v[V];
 #pragma unroll
-        for (int q = 0; q < V; ++q) v[q] = acc[q] * scale;
+        for (int q = 0; q < V; ++q) v[q] = acc[q];
+        if (p.mean) {  // sum skips the multiplies
+          const float scale =
+              1.f / static_cast<float>(__ldg(p.rowptr + r + 1) - __ldg(p.rowptr + r));
+#pragma unroll
+          for (int q = 0; q < V; ++q) v[q] *= scale;
+        }
         if constexpr (elem::kIsHalf<T>) {
           if (atomic) gnnone::atomic_add_f32(p.part + static_cast<int64_t>(p.slot[r]) * p.F + foff, v);
           else elem::store<V>(p.out + static_cast<int64_t>(r) * p.F + foff, v);
@@ -289,7 +293,9 @@ __global__ void __launch_bounds__(gnnone::kMaxThreads,
           first_run = false;
         }
         if constexpr (elem::kIsHalf<T>) {
-          zero_between(cur >= 0 ? cur : last, r);
+          // Most row changes skip no row: a 32-bit test before zero_between's 64-bit bounds.
+          const IndexT prev = cur >= 0 ? cur : last;
+          if (r - prev > 1) zero_between(prev, r);
         }
         cur = r;
         gnnone::zero_vec(acc);
