@@ -724,7 +724,9 @@ class LayerF32 : public ::testing::TestWithParam<LayerCase> {};
 TEST_P(LayerF32, MatchesTheFloat64Path) {
   const LayerCase c = GetParam();
   for (GraphKind kind : all_graph_kinds()) {
-    for (auto [in, out] : {std::pair<int64_t, int64_t>{13, 33}, {33, 6}}) {
+    // GAT with one head: float32 transforms first at in = 13 (x would need padding) and attends
+    // over x at 16; float64 attends over x at both.
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{13, 33}, {16, 33}, {33, 6}}) {
       SCOPED_TRACE(c.name() + " on " + kind_name(kind) + " in=" + std::to_string(in));
       Graph g = random_graph(kind, 300, seed_for(70 + int(kind)), false);
       nn::GraphContext c32(g, Device::cpu()), c64(g, Device::cpu());
@@ -758,6 +760,44 @@ TEST_P(LayerF32, MatchesTheFloat64Path) {
 }
 INSTANTIATE_TEST_SUITE_P(Layers, LayerF32, ::testing::ValuesIn(layer_cases()),
                          [](const auto& pinfo) { return pinfo.param.name(); });
+
+// GAT's attention in a half dtype on the host (what `spgnn train --dtype bf16|f16` runs on the
+// GPU, converted the same way): one head of 16 -> 41 attends over x itself, two heads of 16 -> 41
+// and one of 24 -> 8 transform first. Against the float64 layer, to within a few roundings of the
+// half dtype (x or x W, the attention weights and the upstream gradient are rounded once each).
+TEST(GatHalf, AttentionInHalfMatchesTheFloat64Layer) {
+  struct Shape {
+    int64_t in, out, heads;
+  };
+  const Graph g = generate_erdos_renyi(300, 12, seed_for(95));
+  for (DType dt : {DType::bf16, DType::f16})
+    for (Shape sh : {Shape{16, 41, 1}, Shape{16, 41, 2}, Shape{24, 8, 1}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " in=" + std::to_string(sh.in) +
+                   " out=" + std::to_string(sh.out) + " heads=" + std::to_string(sh.heads));
+      nn::ConvSpec s = spec_for(LayerCase{ConvKind::gat, 0, sh.heads}, sh.in, sh.out);
+      nn::GraphContext c32(g, Device::cpu()), c64(g, Device::cpu());
+      auto l32 = nn::make_conv(s, DType::f32, Device::cpu());
+      auto l64 = nn::make_conv(s, DType::f64, Device::cpu());
+      const Tensor x = random_tensor({g.n_rows, sh.in}, seed_for(96));
+      const Tensor r = random_tensor({g.n_rows, l32->out_width()}, seed_for(97));
+      const double tol = dt == DType::f16 ? 4.0 / 2048 : 4.0 / 256;  // measured: 3e-4, 2.3e-3
+      nn::set_aggregation_dtype(dt);
+      const Tensor y32 = l32->forward(c32, x, false, 0);
+      const Tensor d32 = l32->backward(c32, r, true);
+      nn::set_aggregation_dtype(DType::f32);
+      const Tensor y64 = l64->forward(c64, x.astype(DType::f64), false, 0);
+      const Tensor d64 = l64->backward(c64, r.astype(DType::f64), true);
+      EXPECT_LT(rel_error(y32, y64), tol) << "forward";
+      EXPECT_LT(rel_error(d32, d64), tol) << "grad x";
+      auto p32 = l32->parameters(), p64 = l64->parameters();
+      for (size_t i = 0; i < p32.size(); ++i)
+        EXPECT_LT(rel_error(p32[i]->grad, p64[i]->grad), tol) << p32[i]->name;
+      // and the rounding is really there: float32 attention lands far closer
+      const Tensor y = l32->forward(c32, x, false, 0);
+      EXPECT_LT(rel_error(y, y64), 1e-5) << "float32 forward";
+      EXPECT_GT(rel_error(y32, y64), 1e-5) << "the half forward rounded nothing";
+    }
+}
 
 // eps's gradient in float32 against float64 where every product in its sum is positive (inputs,
 // weights and the upstream gradient >= 0): no cancellation, so the full float32 precision holds.

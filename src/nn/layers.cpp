@@ -611,6 +611,35 @@ class GatConv : public Layer {
     // Reddit shape, one head: F = 41 forward 8.97 ms and backward 19.34, F = 44 6.24 and 15.27
     // (`spgnn bench gat --dim 41,44`): float4 loads instead of scalar ones.
     fp_ = detail::aggregation_width(f, x);
+    params_.heads = s_.heads;
+    params_.negative_slope = s_.negative_slope;
+    params_.attn_dropout = training ? s_.attn_dropout : 0.f;
+    params_.dropout_seed = step_seed;
+    half_ = x.dtype() == DType::f32 && aggregation_dtype() != DType::f32;
+    const Graph& g = ctx.loops(false);
+    // One head narrower in than out (a classifier layer: 16 -> 41 in the training suite) attends
+    // over x itself: the attention is linear in the features, sum_u a_uv (x_u W) = (sum_u a_uv
+    // x_u) W, and the logits' el_u = (x_u W) . a_l = x_u . (W a_l). The per-edge gathers then
+    // carry `in` features instead of the padded `out`: H200, the directed Reddit shape, the
+    // fused kernels at F = 16 against 44 take 2.64 / 6.22 ms against 6.36 / 14.80 (forward /
+    // backward, float32) and 2.38 / 4.86 against 5.12 / 14.32 (bfloat16). Several heads would
+    // each need their own copy of x, so they keep the transform-first order.
+    agg_first_ = H == 1 && s_.in < fp_ && detail::aggregation_width(s_.in, x) == s_.in;
+    if (agg_first_) {
+      // wl = W a_l and wr = W a_r as [in, 1] columns (GEMVs over the [in, out] weight)
+      gemm(w_.value, false, al_.value.reshape({f, 1}), false,
+           keep(wl_, {s_.in, 1}, x.dtype(), x.device()), 0);
+      gemm(w_.value, false, ar_.value.reshape({f, 1}), false,
+           keep(wr_, {s_.in, 1}, x.dtype(), x.device()), 0);
+      el_ = head_dot(x, wl_, 1);
+      er_ = head_dot(x, wr_, 1);
+      Tensor& z = keep(z_, {g.n_rows, s_.in}, x.dtype(), x.device());
+      attend(ctx, g, x, z);
+      Tensor& out = result(out_buf_, reuse_out_, {g.n_rows, f});
+      gemm(z, false, w_.value, false, out, 0);
+      add_bias_(out, b_.value);
+      return out;
+    }
     const bool pad = fp_ != f;
     const Tensor& w = pad ? padded_heads(w_.value, w_pad_, s_.in) : w_.value;
     const Tensor& al = pad ? padded_heads(al_.value, al_pad_, 1) : al_.value;
@@ -619,43 +648,13 @@ class GatConv : public Layer {
     gemm(x, false, w, false, feat, 0);
     el_ = head_dot(feat_, al, H);
     er_ = head_dot(feat_, ar, H);
-    const Graph& g = ctx.loops(false);
     Tensor& out = result(out_buf_, reuse_out_, {g.n_rows, H * f});
-    Tensor& agg = pad ? keep(agg_pad_, {g.n_rows, H * fp_}, x.dtype(), x.device()) : out;
-    params_.heads = s_.heads;
-    params_.negative_slope = s_.negative_slope;
-    params_.attn_dropout = training ? s_.attn_dropout : 0.f;
-    params_.dropout_seed = step_seed;
-    // Half aggregations (spgnn train --dtype bf16|f16): the attention runs on a half copy of
-    // feat (the fused kernels' half path: the per-edge feature gathers are what halves shrink)
-    // and keeps its weights in half; el and er stay float32 (the kernels read them so, and their
-    // sum is the logit), as do the layer's own values. The host converts too, so CPU runs show
-    // the precision a GPU run has.
-    half_ = x.dtype() == DType::f32 && aggregation_dtype() != DType::f32;
-    if (half_) {
-      detail::ProfileScope prof(Phase::aggregate_forward);
-      const DType hd = aggregation_dtype();
-      const OpOptions opt = auto_options(ctx);
-      detail::convert_into(feat_, keep(feat_h_, feat_.shape(), hd, x.device()), opt.stream);
-      Tensor& aggh = keep(agg_h_, {g.n_rows, H * fp_}, hd, x.device());
-      if (attn_.defined() &&
-          (attn_.shape() != std::vector<int64_t>{g.nnz(), s_.heads} || attn_.dtype() != hd))
-        attn_ = Tensor();
-      gat_aggregate(g, feat_h_, el_, er_, params_, aggh, attn_, opt);
-      if (!agg.defined()) agg = Tensor::empty({g.n_rows, H * fp_}, x.dtype(), x.device());
-      detail::convert_into(aggh, agg, opt.stream);
-    } else if (x.dtype() == DType::f64) {
-      SPGNN_CHECK(params_.attn_dropout == 0.f, InvalidArgument,
-                  "gat layer: the float64 path has no attention dropout (use attn_dropout 0)");
-      gat_aggregate_f64(g, feat_, el_, er_, s_.heads, s_.negative_slope, agg, attn_);
-    } else {
-      detail::ProfileScope prof(Phase::aggregate_forward);
-      if (attn_.defined() && attn_.shape() != std::vector<int64_t>{g.nnz(), s_.heads}) attn_ = Tensor();
-      gat_aggregate(g, feat_, el_, er_, params_, agg, attn_, auto_options(ctx));
-    }
     if (pad) {
+      attend(ctx, g, feat_, keep(agg_pad_, {g.n_rows, H * fp_}, x.dtype(), x.device()));
       if (!out.defined()) out = Tensor::empty({g.n_rows, H * f}, x.dtype(), x.device());
-      narrow_heads(agg, out, g.n_rows);
+      narrow_heads(agg_pad_, out, g.n_rows);
+    } else {
+      attend(ctx, g, feat_, out);
     }
     add_bias_(out, b_.value);
     return out;
@@ -663,10 +662,33 @@ class GatConv : public Layer {
   Tensor backward(GraphContext& ctx, const Tensor& dy, bool need_dx) override {
     bias_grad(b_, dy);
     const Graph& g = ctx.loops(false);
-    const int64_t H = s_.heads, f = s_.out, w = H * fp_;
-    const bool pad = fp_ != f;
     const DType dt = dy.dtype();
     const Device dev = dy.device();
+    if (agg_first_) {
+      const int64_t in = s_.in, f = s_.out;
+      Tensor& dz = keep(dz_, {dy.dim(0), in}, dt, dev);
+      gemm(dy, false, w_.value, true, dz, 0);  // d (sum_u a_uv x_u) = dy W^T
+      weight_grad(w_, z_, dy);
+      // the feature path's d x, then el's and er's shares (head_dot_backward adds them)
+      Tensor& dx = keep(gfeat_, {x_.dim(0), in}, dt, dev);
+      attend_backward(ctx, g, x_, dz, dx);
+      head_dot_backward(x_, wl_, 1, gel_, dx, gwl_);
+      head_dot_backward(x_, wr_, 1, ger_, dx, gwr_);
+      // wl = W a_l: d W += d wl a_l^T and d a_l = W^T d wl (as er's)
+      gemm(gwl_, false, al_.value.reshape({1, f}), false, w_.grad, 1.0);
+      gemm(gwr_, false, ar_.value.reshape({1, f}), false, w_.grad, 1.0);
+      Tensor gal = keep(al_.grad, al_.value.shape(), dt, dev).reshape({f, 1});
+      gemm(w_.value, true, gwl_, false, gal, 0);
+      Tensor gar = keep(ar_.grad, ar_.value.shape(), dt, dev).reshape({f, 1});
+      gemm(w_.value, true, gwr_, false, gar, 0);
+      if (!need_dx) return Tensor();
+      if (reuse_dx_) return dx;
+      Tensor own = std::move(gfeat_);  // the caller keeps this one; the next backward allocates
+      gfeat_ = Tensor();
+      return own;
+    }
+    const int64_t H = s_.heads, f = s_.out, w = H * fp_;
+    const bool pad = fp_ != f;
     const Tensor* gy = &dy;
     if (pad) {  // the padded columns' upstream gradient is zero
       Tensor& dyp = keep_zeroed(dy_pad_, {dy.dim(0), w}, dt, dev);
@@ -674,28 +696,8 @@ class GatConv : public Layer {
       copy_columns(dy.reshape({dy.dim(0) * H, f}), dst, f);
       gy = &dyp;
     }
-    if (half_) {  // as the forward: half operands, float32 gradients for the parameters
-      detail::ProfileScope prof(Phase::aggregate_forward);  // counted as backward in this pass
-      const DType hd = feat_h_.dtype();
-      const OpOptions opt = auto_options(ctx);
-      detail::convert_into(*gy, keep(gy_h_, gy->shape(), hd, dev), opt.stream);
-      // float32 gradient outputs: the op writes its float32 sums unrounded (rounded to a half,
-      // they would only be widened again here for the float32 weights).
-      gat_aggregate_backward(g, feat_h_, el_, er_, attn_, gy_h_, params_,
-                             keep(gfeat_, {g.n_cols, w}, dt, dev),
-                             keep(gel_, {g.n_cols, s_.heads}, dt, dev),
-                             keep(ger_, {g.n_rows, s_.heads}, dt, dev), opt);
-    } else if (dt == DType::f64) {
-      gat_aggregate_backward_f64(g, feat_, el_, er_, attn_, *gy, s_.heads, s_.negative_slope,
-                                 gfeat_, gel_, ger_);
-    } else {
-      detail::ProfileScope prof(Phase::aggregate_forward);  // counted as backward in this pass
-      if (gfeat_.defined() && gfeat_.shape() != std::vector<int64_t>{g.n_cols, w}) gfeat_ = Tensor();
-      if (gel_.defined() && gel_.shape() != std::vector<int64_t>{g.n_cols, s_.heads}) gel_ = Tensor();
-      if (ger_.defined() && ger_.shape() != std::vector<int64_t>{g.n_rows, s_.heads}) ger_ = Tensor();
-      gat_aggregate_backward(g, feat_, el_, er_, attn_, *gy, params_, gfeat_, gel_, ger_,
-                             auto_options(ctx));
-    }
+    if (gfeat_.defined() && gfeat_.shape() != std::vector<int64_t>{g.n_cols, w}) gfeat_ = Tensor();
+    attend_backward(ctx, g, feat_, *gy, gfeat_);
     if (!pad) {
       head_dot_backward(feat_, al_.value, s_.heads, gel_, gfeat_, al_.grad);
       head_dot_backward(feat_, ar_.value, s_.heads, ger_, gfeat_, ar_.grad);
@@ -721,6 +723,65 @@ class GatConv : public Layer {
   }
 
  private:
+  // The attention aggregation of `feat` ([n, H * w]) into `agg` (allocated when undefined), with
+  // attn_ and params_ as the forward set them. Half aggregations (spgnn train --dtype bf16|f16):
+  // the attention runs on a half copy of feat (the fused kernels' half path: the per-edge feature
+  // gathers are what halves shrink) and keeps its weights in half; el and er stay float32 (the
+  // kernels read them so, and their sum is the logit), as do the layer's own values. The host
+  // converts too, so CPU runs show the precision a GPU run has.
+  void attend(GraphContext& ctx, const Graph& g, const Tensor& feat, Tensor& agg) {
+    const Tensor& x = feat;
+    const std::vector<int64_t> attn_shape{g.nnz(), s_.heads};
+    if (half_) {
+      detail::ProfileScope prof(Phase::aggregate_forward);
+      const DType hd = aggregation_dtype();
+      const OpOptions opt = auto_options(ctx);
+      detail::convert_into(feat, keep(feat_h_, feat.shape(), hd, x.device()), opt.stream);
+      Tensor& aggh = keep(agg_h_, {g.n_rows, feat.dim(1)}, hd, x.device());
+      if (attn_.defined() && (attn_.shape() != attn_shape || attn_.dtype() != hd)) attn_ = Tensor();
+      gat_aggregate(g, feat_h_, el_, er_, params_, aggh, attn_, opt);
+      if (!agg.defined()) agg = Tensor::empty({g.n_rows, feat.dim(1)}, x.dtype(), x.device());
+      detail::convert_into(aggh, agg, opt.stream);
+    } else if (x.dtype() == DType::f64) {
+      SPGNN_CHECK(params_.attn_dropout == 0.f, InvalidArgument,
+                  "gat layer: the float64 path has no attention dropout (use attn_dropout 0)");
+      gat_aggregate_f64(g, feat, el_, er_, s_.heads, s_.negative_slope, agg, attn_);
+    } else {
+      detail::ProfileScope prof(Phase::aggregate_forward);
+      // (a half forward before this one, under another aggregation dtype, left half weights)
+      if (attn_.defined() && (attn_.shape() != attn_shape || attn_.dtype() != feat.dtype()))
+        attn_ = Tensor();
+      gat_aggregate(g, feat, el_, er_, params_, agg, attn_, auto_options(ctx));
+    }
+  }
+  // Its backward for the upstream gradient gy: d feat into gfeat (allocated when undefined), d el
+  // and d er into gel_ and ger_. The half path takes half operands and writes float32 gradients
+  // unrounded (rounded to a half, they would only be widened again for the float32 weights).
+  void attend_backward(GraphContext& ctx, const Graph& g, const Tensor& feat, const Tensor& gy,
+                       Tensor& gfeat) {
+    const DType dt = gy.dtype();
+    const Device dev = gy.device();
+    const int64_t w = feat.dim(1);
+    if (half_) {
+      detail::ProfileScope prof(Phase::aggregate_forward);  // counted as backward in this pass
+      const DType hd = feat_h_.dtype();
+      const OpOptions opt = auto_options(ctx);
+      detail::convert_into(gy, keep(gy_h_, gy.shape(), hd, dev), opt.stream);
+      if (!gfeat.defined()) gfeat = Tensor::empty({g.n_cols, w}, dt, dev);
+      gat_aggregate_backward(g, feat_h_, el_, er_, attn_, gy_h_, params_, gfeat,
+                             keep(gel_, {g.n_cols, s_.heads}, dt, dev),
+                             keep(ger_, {g.n_rows, s_.heads}, dt, dev), opt);
+    } else if (dt == DType::f64) {
+      gat_aggregate_backward_f64(g, feat, el_, er_, attn_, gy, s_.heads, s_.negative_slope, gfeat,
+                                 gel_, ger_);
+    } else {
+      detail::ProfileScope prof(Phase::aggregate_forward);  // counted as backward in this pass
+      if (gel_.defined() && gel_.shape() != std::vector<int64_t>{g.n_cols, s_.heads}) gel_ = Tensor();
+      if (ger_.defined() && ger_.shape() != std::vector<int64_t>{g.n_rows, s_.heads}) ger_ = Tensor();
+      gat_aggregate_backward(g, feat, el_, er_, attn_, gy, params_, gfeat, gel_, ger_,
+                             auto_options(ctx));
+    }
+  }
   // [rows, H * out] (a weight, or an attention vector as one row) into `buf`, [rows, H * fp_]
   // with each head's columns zero-padded (refreshed every forward: the values change with every
   // optimiser step; the padding columns are never written).
@@ -746,7 +807,9 @@ class GatConv : public Layer {
   GatParams params_;
   int64_t fp_ = 0;  // the heads' width in the last forward: s_.out, or padded to a multiple of 4
   bool half_ = false;  // the last forward ran the attention in aggregation_dtype()
+  bool agg_first_ = false;  // the last forward attended over x (one head, in < out)
   Tensor x_, feat_, el_, er_, attn_;
+  Tensor wl_, wr_, z_, dz_, gwl_, gwr_;  // aggregate-first: W a_l, W a_r, the attended x
   Tensor feat_h_, agg_h_, gy_h_;  // half copies (half_)
   Tensor out_buf_, dx_buf_, gfeat_, gel_, ger_;
   Tensor w_pad_, al_pad_, ar_pad_, agg_pad_, dy_pad_, al_gpad_, ar_gpad_, gw_pad_;  // padded heads

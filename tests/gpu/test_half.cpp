@@ -624,14 +624,19 @@ TEST(HalfGpu, GatLayerRunsItsAttentionInHalf) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
   const Graph g = generate_erdos_renyi(2000, 40, seed_for(90));
+  // in = 16 with one head and out = 41 attends over x itself (aggregate-first)
+  struct Shape {
+    int64_t in, out, heads;
+  };
   for (DType dt : {DType::bf16, DType::f16})
-    for (int64_t out : {41, 16}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " out=" + std::to_string(out));
+    for (Shape sh : {Shape{70, 41, 2}, Shape{70, 16, 2}, Shape{16, 41, 1}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " in=" + std::to_string(sh.in) +
+                   " out=" + std::to_string(sh.out) + " heads=" + std::to_string(sh.heads));
       nn::ConvSpec s;
       s.kind = nn::ConvKind::gat;
-      s.in = 70;
-      s.out = out;
-      s.heads = 2;
+      s.in = sh.in;
+      s.out = sh.out;
+      s.heads = sh.heads;
       s.seed = 6;
       nn::set_aggregation_dtype(dt);
       nn::GraphContext hctx(g, Device::cpu()), dctx(g, Device::cuda());
