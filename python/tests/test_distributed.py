@@ -238,6 +238,8 @@ MODELS = {
     "sage_maxk": lambda: _Two(snn.SAGEConv(12, 16), snn.SAGEConv(16, 5), snn.MaxK(4)),
     "gin": lambda: _Two(_gin(12, 16), _gin(16, 5, train_eps=True)),
     "gat": lambda: _Two(snn.GATConv(12, 8, heads=2), snn.GATConv(16, 5)),
+    # one head of 4 -> 5 attends over x itself (its halo exchange carries x)
+    "gat_attend_x": lambda: _Two(snn.GATConv(12, 2, heads=2), snn.GATConv(4, 5)),
     "gat_mean_noloops_residual": lambda: _Two(
         snn.GATConv(12, 16, heads=3, concat=False, add_self_loops=False, residual=True),
         snn.GATConv(16, 5, heads=2, concat=False)),
