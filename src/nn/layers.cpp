@@ -730,19 +730,19 @@ class GatConv : public Layer {
   // kernels read them so, and their sum is the logit), as do the layer's own values. The host
   // converts too, so CPU runs show the precision a GPU run has.
   void attend(GraphContext& ctx, const Graph& g, const Tensor& feat, Tensor& agg) {
-    const Tensor& x = feat;
     const std::vector<int64_t> attn_shape{g.nnz(), s_.heads};
+    const Device dev = feat.device();
     if (half_) {
       detail::ProfileScope prof(Phase::aggregate_forward);
       const DType hd = aggregation_dtype();
       const OpOptions opt = auto_options(ctx);
-      detail::convert_into(feat, keep(feat_h_, feat.shape(), hd, x.device()), opt.stream);
-      Tensor& aggh = keep(agg_h_, {g.n_rows, feat.dim(1)}, hd, x.device());
+      detail::convert_into(feat, keep(feat_h_, feat.shape(), hd, dev), opt.stream);
+      Tensor& aggh = keep(agg_h_, {g.n_rows, feat.dim(1)}, hd, dev);
       if (attn_.defined() && (attn_.shape() != attn_shape || attn_.dtype() != hd)) attn_ = Tensor();
       gat_aggregate(g, feat_h_, el_, er_, params_, aggh, attn_, opt);
-      if (!agg.defined()) agg = Tensor::empty({g.n_rows, feat.dim(1)}, x.dtype(), x.device());
+      if (!agg.defined()) agg = Tensor::empty({g.n_rows, feat.dim(1)}, feat.dtype(), dev);
       detail::convert_into(aggh, agg, opt.stream);
-    } else if (x.dtype() == DType::f64) {
+    } else if (feat.dtype() == DType::f64) {
       SPGNN_CHECK(params_.attn_dropout == 0.f, InvalidArgument,
                   "gat layer: the float64 path has no attention dropout (use attn_dropout 0)");
       gat_aggregate_f64(g, feat, el_, er_, s_.heads, s_.negative_slope, agg, attn_);
