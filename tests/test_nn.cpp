@@ -762,18 +762,24 @@ INSTANTIATE_TEST_SUITE_P(Layers, LayerF32, ::testing::ValuesIn(layer_cases()),
                          [](const auto& pinfo) { return pinfo.param.name(); });
 
 // GAT's attention in a half dtype on the host (what `spgnn train --dtype bf16|f16` runs on the
-// GPU, converted the same way): one head of 16 -> 41 attends over x itself, two heads of 16 -> 41
-// and one of 24 -> 8 transform first. Against the float64 layer, to within a few roundings of the
+// GPU, converted the same way): one head of 16 -> 41 attends over x itself, two heads of 16 -> 41,
+// one of 24 -> 8 and one of 44 -> 41 transform first. Against the float64 layer, to within a few roundings of the
 // half dtype (x or x W, the attention weights and the upstream gradient are rounded once each).
 TEST(GatHalf, AttentionInHalfMatchesTheFloat64Layer) {
   struct Shape {
     int64_t in, out, heads;
   };
   const Graph g = generate_erdos_renyi(300, 12, seed_for(95));
+  // With the GPU's padding forced, half heads run at a multiple of 8 above 8 (41 -> 48, 12 -> 16)
+  // and in = 44 transforms first (x would need padding to 48).
+  for (bool pad : {false, true})
   for (DType dt : {DType::bf16, DType::f16})
-    for (Shape sh : {Shape{16, 41, 1}, Shape{16, 41, 2}, Shape{24, 8, 1}}) {
+    for (Shape sh : {Shape{16, 41, 1}, Shape{16, 41, 2}, Shape{24, 8, 1}, Shape{16, 12, 2},
+                     Shape{44, 41, 1}}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " in=" + std::to_string(sh.in) +
-                   " out=" + std::to_string(sh.out) + " heads=" + std::to_string(sh.heads));
+                   " out=" + std::to_string(sh.out) + " heads=" + std::to_string(sh.heads) +
+                   (pad ? " padded" : ""));
+      ForcePadding padding(pad);
       nn::ConvSpec s = spec_for(LayerCase{ConvKind::gat, 0, sh.heads}, sh.in, sh.out);
       nn::GraphContext c32(g, Device::cpu()), c64(g, Device::cpu());
       auto l32 = nn::make_conv(s, DType::f32, Device::cpu());

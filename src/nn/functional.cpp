@@ -844,7 +844,11 @@ void head_dot_backward(const Tensor& x, const Tensor& a, int64_t heads, const Te
               InvalidArgument, kFn, ": shapes disagree (x ", x.shape_str(), ", grad_x ",
               grad_x.shape_str(), ", grad_out ", grad_out.shape_str(), ")");
   const int64_t n = x.dim(0), f = x.dim(1) / heads;
-  if (!grad_a.defined()) grad_a = Tensor::empty(a.shape(), a.dtype(), a.device());
+  // (a kept buffer of another width, e.g. a GAT layer's padded heads after a dtype change, is
+  // replaced rather than written past its end)
+  if (!grad_a.defined() || grad_a.shape() != a.shape() || grad_a.dtype() != a.dtype() ||
+      grad_a.device() != a.device())
+    grad_a = Tensor::empty(a.shape(), a.dtype(), a.device());
   if (on_gpu(x)) {
     return detail::cuda_head_dot_backward(ptr<float>(x), ptr<float>(a), ptr<float>(grad_out),
                                           ptr<float>(grad_x), ptr<float>(grad_a), n, heads, f);

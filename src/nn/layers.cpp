@@ -31,10 +31,10 @@ int64_t aggregation_width(int64_t f, const Tensor& x, const Graph* g) {
     const int64_t f8 = (f + m - 1) / m * m;
     if (spgnn::detail::half_spmm_pays(*g, f8)) return f8;
   }
-  const bool pad = (x.device().is_cuda() || g_force_padding) && f % 4 != 0;
-  return pad ? (f + 3) / 4 * 4 : f;
+  return pads_widths(x) && f % 4 != 0 ? (f + 3) / 4 * 4 : f;
 }
 void force_aggregation_padding(bool on) { g_force_padding = on; }
+bool pads_widths(const Tensor& x) { return x.device().is_cuda() || g_force_padding; }
 Tensor& keep(Tensor& buf, const std::vector<int64_t>& shape, DType dt, Device dev) {
   if (!buf.defined() || buf.shape() != shape || buf.dtype() != dt || buf.device() != dev)
     buf = Tensor::empty(shape, dt, dev);
@@ -610,12 +610,19 @@ class GatConv : public Layer {
     // zero columns, so the scores are unchanged and the padded output columns are zero. H100,
     // Reddit shape, one head: F = 41 forward 8.97 ms and backward 19.34, F = 44 6.24 and 15.27
     // (`spgnn bench gat --dim 41,44`): float4 loads instead of scalar ones.
-    fp_ = detail::aggregation_width(f, x);
+    // Half attention (below) pads further, to a multiple of 8: its backward loads 8 halves a lane
+    // only then, and 4 otherwise. H200, directed Reddit shape, one head, bfloat16: F = 44
+    // backward 14.45 ms against 9.02 at 48 (forward 5.15 / 5.28), F = 12 5.91 against 4.93 at 16.
+    half_ = x.dtype() == DType::f32 && aggregation_dtype() != DType::f32;
+    const auto width = [&](int64_t w) {
+      w = detail::aggregation_width(w, x);
+      return half_ && detail::pads_widths(x) && w > 8 && w % 8 != 0 ? (w + 7) / 8 * 8 : w;
+    };
+    fp_ = width(f);
     params_.heads = s_.heads;
     params_.negative_slope = s_.negative_slope;
     params_.attn_dropout = training ? s_.attn_dropout : 0.f;
     params_.dropout_seed = step_seed;
-    half_ = x.dtype() == DType::f32 && aggregation_dtype() != DType::f32;
     const Graph& g = ctx.loops(false);
     // One head narrower in than out (a classifier layer: 16 -> 41 in the training suite) attends
     // over x itself: the attention is linear in the features, sum_u a_uv (x_u W) = (sum_u a_uv
@@ -624,7 +631,7 @@ class GatConv : public Layer {
     // fused kernels at F = 16 against 44 take 2.64 / 6.22 ms against 6.36 / 14.80 (forward /
     // backward, float32) and 2.38 / 4.86 against 5.12 / 14.32 (bfloat16). Several heads would
     // each need their own copy of x, so they keep the transform-first order.
-    agg_first_ = H == 1 && s_.in < fp_ && detail::aggregation_width(s_.in, x) == s_.in;
+    agg_first_ = H == 1 && s_.in < fp_ && width(s_.in) == s_.in;
     if (agg_first_) {
       // wl = W a_l and wr = W a_r as [in, 1] columns (GEMVs over the [in, out] weight)
       gemm(w_.value, false, al_.value.reshape({f, 1}), false,

@@ -16,6 +16,8 @@ namespace spgnn::nn::detail {
 int64_t aggregation_width(int64_t f, const Tensor& x, const Graph* g = nullptr);
 // Tests: pad on the host too, so the padded path can be checked against the float64 reference.
 void force_aggregation_padding(bool on);
+// Whether aggregation widths are padded for operands like x (the GPU, or forced on the host).
+bool pads_widths(const Tensor& x);
 
 // A buffer kept across calls: reallocated only when shape, dtype or device change.
 Tensor& keep(Tensor& buf, const std::vector<int64_t>& shape, DType dt, Device dev);
