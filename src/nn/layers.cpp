@@ -677,7 +677,7 @@ class GatConv : public Layer {
       gemm(dy, false, w_.value, true, dz, 0);  // d (sum_u a_uv x_u) = dy W^T
       weight_grad(w_, z_, dy);
       // the feature path's d x, then el's and er's shares (head_dot_backward adds them)
-      Tensor& dx = keep(gfeat_, {x_.dim(0), in}, dt, dev);
+      Tensor& dx = result(dx_buf_, reuse_dx_, {x_.dim(0), in});
       attend_backward(ctx, g, x_, dz, dx);
       head_dot_backward(x_, wl_, 1, gel_, dx, gwl_);
       head_dot_backward(x_, wr_, 1, ger_, dx, gwr_);
@@ -688,11 +688,7 @@ class GatConv : public Layer {
       gemm(w_.value, true, gwl_, false, gal, 0);
       Tensor gar = keep(ar_.grad, ar_.value.shape(), dt, dev).reshape({f, 1});
       gemm(w_.value, true, gwr_, false, gar, 0);
-      if (!need_dx) return Tensor();
-      if (reuse_dx_) return dx;
-      Tensor own = std::move(gfeat_);  // the caller keeps this one; the next backward allocates
-      gfeat_ = Tensor();
-      return own;
+      return need_dx ? dx : Tensor();
     }
     const int64_t H = s_.heads, f = s_.out, w = H * fp_;
     const bool pad = fp_ != f;
