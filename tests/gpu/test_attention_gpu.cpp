@@ -285,10 +285,11 @@ TEST(GatFusedGpu, EveryParameterValueAndStream) {
                 {{"warps", warps}});
   // Rows above heavy_deg edges are split over several warps and merged (forward) or summed with
   // atomics (backward, on the graph and on its transpose): small thresholds put many rows (the
-  // star's hub, the half row, R-MAT's hubs) through that path.
+  // star's hub, the half row, R-MAT's hubs) through that path. H = 4, F = 3 and H = 1, F = 16
+  // walk two edges a lane (fwd_e2), the others one.
   for (int64_t heavy : {64, 256, 4096})
     for (GraphKind k : {GraphKind::rmat, GraphKind::star, GraphKind::half_row})
-      for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 32}, {4, 3}, {2, 64}})
+      for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 32}, {4, 3}, {2, 64}, {1, 16}})
         check_gat(k, (H + heavy) % 2 ? DType::i64 : DType::i32, H, F, H == 4 ? 0.3f : 0.f,
                   "gat_fused", !quick() || heavy == 64, {{"heavy_deg", heavy}});
   cudaStream_t st = nullptr;

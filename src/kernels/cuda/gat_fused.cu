@@ -178,6 +178,7 @@ struct FwdArgs {
   uint64_t seed;
   const uint64_t* seed_ptr;  // when set, the seed is read here (GatParams::dropout_seed_device)
   bool dropout;
+  bool e2;  // two edges per logit lane and batch (fwd_row's E = 2; fwd_e2)
 };
 
 // A lane's place in its team and chunk (see above).
@@ -242,23 +243,25 @@ __device__ __forceinline__ FwdLane fwd_lane(const A& a, int lane, bool warp_team
 }
 
 // The row (or heavy-row segment) [b, e) in one pass, online softmax. The team walks the edges in
-// batches of `step` (= team lanes / HC): lane (t, i) takes edge base + t, head h0 + i, computes
-// its logit s and keeps head i's running max M and its partial sum z of exp(s - M); a batch's new
-// max is a shuffle reduction over the head's lanes, and when it grows, z and the feature sums
-// are rescaled by exp(M_old - M_new) (rare after the first batches). Each group then receives
-// (source, weight) of its share of the batch by shuffles and gathers the feature vectors.
+// batches of E * step (step = team lanes / HC): lane (t, i) takes edges base + t + x * step
+// (x < E), head h0 + i, computes their logits and keeps head i's running max M and its partial
+// sum z of exp(s - M); a batch's new max is a shuffle reduction over the head's lanes, and when
+// it grows, z and the feature sums are rescaled by exp(M_old - M_new) (rare after the first
+// batches). Each group then receives (source, weight) of its share of the batch by shuffles and
+// gathers the feature vectors.
 // Latency: the next batch's sources are loaded one batch ahead, and the feature loads of a batch
-// are issued before its logits are needed, so a batch costs about one gather round trip.
+// are issued before its logits are needed, so a batch costs about one gather round trip. E = 2
+// (narrow heads, fwd_e2) puts twice the edges, and twice the gathers, in flight per round trip.
 // attn: the raw logits of every batch but the last are stored and normalised by fwd_finish_attn
 // (the last batch's are still in registers); kPartial stores every batch's raw logits (the split
 // rows' kernels normalise them once the row's max and sum are known).
 // On return: lane (t, i) holds head i's M and total z (reduced over the team); acc holds this
-// lane's V feature sums (over the team's groups), relative to M, not divided by z; s_last is
-// lane (t, i)'s logit in the last batch.
-template <class I, class T, int V, int K, bool kPartial>
+// lane's V feature sums (over the team's groups), relative to M, not divided by z; s_last[x] is
+// lane (t, i)'s logit of edge t + x * step in the last batch.
+template <class I, class T, int V, int K, int E, bool kPartial>
 __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L, int64_t b,
-                                        int64_t e, float erv, float& M, float& z, float& s_last,
-                                        float (&acc)[K][V]) {
+                                        int64_t e, float erv, float& M, float& z,
+                                        float (&s_last)[E], float (&acc)[K][V]) {
   // Gathers in flight per lane: kUnrollB vectors, fewer when a lane holds more than 16 bytes of
   // them (the registers per gather; halves stay packed until they are used).
   constexpr int kUB = K * V * int(sizeof(T)) > 16 ? 4 : kUnrollB;
@@ -267,10 +270,12 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
   for (int c = 0; c < K; ++c) zero_vec(acc[c]);
   M = -INFINITY;
   z = 0.f;
-  s_last = -INFINITY;
+#pragma unroll
+  for (int x = 0; x < E; ++x) s_last[x] = -INFINITY;
   const int hc = 1 << a.hc_log2;
-  const int step = 1 << (L.tl_log2 - a.hc_log2);  // edges per batch
-  const int per_group = step >> L.tg_log2;        // of which each group gathers
+  const int step = 1 << (L.tl_log2 - a.hc_log2);  // edges per logit slot
+  const int bstep = E * step;                      // edges per batch
+  const int per_group = bstep >> L.tg_log2;        // of which each group gathers
   const int wsrc = L.hl & (hc - 1);               // head lane of this lane's feature columns
   // The K vectors of source u's row that this lane gathers (those that exist).
   auto gather = [&](P (&x)[K], I u, bool ok) {
@@ -281,29 +286,59 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
       else elem::zero_packed<V>(x[c]);
     }
   };
-  I u_next = 0;
-  if (L.t < e - b) u_next = __ldg(a.col + b + L.t);
-  for (int64_t base = b; base < e; base += step) {
-    const int cnt = static_cast<int>(min(static_cast<int64_t>(step), e - base));
-    const bool last = base + step >= e;
-    const I u_reg = u_next;
-    if (!last && base + step + L.t < e) u_next = __ldg(a.col + base + step + L.t);
-    const bool has = L.t < cnt && L.hv;
-    const float el_u = has ? elem::ldg1(a.el + static_cast<int64_t>(u_reg) * a.H + L.h) : 0.f;
+  const int step_log2 = L.tl_log2 - a.hc_log2;
+  // Gather k of a group takes slot (k << tg_log2) + tg of the batch, which lane
+  // ((slot % step) << hc_log2) + head computed the logit of, as its x-th edge: x = slot / step
+  // is the same for the whole team (the team's groups take consecutive slots and their count
+  // divides step), so the lane that is read from offers r[x] with its own x.
+  auto pick = [step_log2](const auto (&r)[E], int k, int tg_log2) {
+    const int x = (k << tg_log2) >> step_log2;
+    auto v = r[0];
+#pragma unroll
+    for (int i = 1; i < E; ++i)
+      if (x == i) v = r[i];
+    return v;
+  };
+  I u_next[E];
+#pragma unroll
+  for (int x = 0; x < E; ++x) {
+    u_next[x] = 0;
+    if (x * step + L.t < e - b) u_next[x] = __ldg(a.col + b + x * step + L.t);
+  }
+  for (int64_t base = b; base < e; base += bstep) {
+    const int cnt = static_cast<int>(min(static_cast<int64_t>(bstep), e - base));
+    const bool last = base + bstep >= e;
+    I u_reg[E];
+    bool has[E];
+    float el_u[E];
+#pragma unroll
+    for (int x = 0; x < E; ++x) {
+      u_reg[x] = u_next[x];
+      const int64_t nx = base + bstep + x * step + L.t;
+      if (!last && nx < e) u_next[x] = __ldg(a.col + nx);
+      has[x] = x * step + L.t < cnt && L.hv;
+      el_u[x] = has[x] ? elem::ldg1(a.el + static_cast<int64_t>(u_reg[x]) * a.H + L.h) : 0.f;
+    }
     // First kUB gathers of the batch: in flight while the logits arrive.
     I u[kUB];
-    P x[kUB][K];
+    P xg[kUB][K];
 #pragma unroll
     for (int k = 0; k < kUB; ++k) {
       if (k < per_group) {  // the same for the whole team
         const int slot = (k << L.tg_log2) + L.tg;
         const bool ok = slot < cnt;
-        u[k] = __shfl_sync(L.mask, u_reg, L.base + ((ok ? slot : 0) << a.hc_log2));
-        gather(x[k], u[k], ok);
+        const int src = L.base + (((ok ? slot : 0) & (step - 1)) << a.hc_log2);
+        u[k] = __shfl_sync(L.mask, pick(u_reg, k, L.tg_log2), src);
+        gather(xg[k], u[k], ok);
       }
     }
-    const float s = has ? attention::leaky(el_u + erv, a.slope) : -INFINITY;
-    float bm = s;
+    float s[E];
+    float bm = -INFINITY;
+#pragma unroll
+    for (int x = 0; x < E; ++x) {
+      s[x] = has[x] ? attention::leaky(el_u[x] + erv, a.slope) : -INFINITY;
+      bm = fmaxf(bm, s[x]);
+    }
     for (int off = (1 << L.tl_log2) >> 1; off >= hc; off >>= 1)
       bm = fmaxf(bm, __shfl_xor_sync(L.mask, bm, off));
     const bool grew = bm > M;
@@ -317,41 +352,46 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
 #pragma unroll
         for (int q = 0; q < V; ++q) acc[c][q] *= rf;
     }
-    float wd = 0.f;
-    if (has) {
-      const int64_t j = base + L.t;
-      const float w = expf(s - M);
-      z += w;
-      if (L.writer && (kPartial || !last)) a.raw[j * a.H + L.h] = s;
-      wd = a.dropout ? w * attention_dropout_factor(a.seed_ptr ? *a.seed_ptr : a.seed, j, L.h,
-                                                    a.p_drop, a.scale)
-                     : w;
+    float wd[E];
+#pragma unroll
+    for (int x = 0; x < E; ++x) {
+      wd[x] = 0.f;
+      if (has[x]) {
+        const int64_t j = base + x * step + L.t;
+        const float w = expf(s[x] - M);
+        z += w;
+        if (L.writer && (kPartial || !last)) a.raw[j * a.H + L.h] = s[x];
+        wd[x] = a.dropout ? w * attention_dropout_factor(a.seed_ptr ? *a.seed_ptr : a.seed, j,
+                                                         L.h, a.p_drop, a.scale)
+                          : w;
+      }
+      if (last) s_last[x] = s[x];
     }
-    if (last) s_last = s;
 #pragma unroll
     for (int k = 0; k < kUB; ++k) {
       if (k < per_group) {
         const int slot = (k << L.tg_log2) + L.tg;
-        float w = __shfl_sync(L.mask, wd, L.base + (((slot < cnt) ? slot : 0) << a.hc_log2) + wsrc);
+        const int src = L.base + (((slot < cnt ? slot : 0) & (step - 1)) << a.hc_log2) + wsrc;
+        float w = __shfl_sync(L.mask, pick(wd, k, L.tg_log2), src);
         if (slot >= cnt) w = 0.f;
-        fma_packed(w, x[k], acc);
+        fma_packed(w, xg[k], acc);
       }
     }
-    // Batches of more than kUB edges per group (narrow heads, few heads per chunk): the rest.
+    // Batches of more than kUB edges per group (wide heads, few heads per chunk): the rest.
     for (int s0 = kUB; s0 < per_group; s0 += kUB) {
       float w2[kUB];
 #pragma unroll
       for (int k = 0; k < kUB; ++k) {
         const int slot = ((s0 + k) << L.tg_log2) + L.tg;
         const bool ok = s0 + k < per_group && slot < cnt;
-        const int src = L.base + ((ok ? slot : 0) << a.hc_log2);
-        u[k] = __shfl_sync(L.mask, u_reg, src);
-        w2[k] = __shfl_sync(L.mask, wd, src + wsrc);
+        const int src = L.base + (((ok ? slot : 0) & (step - 1)) << a.hc_log2);
+        u[k] = __shfl_sync(L.mask, pick(u_reg, s0 + k, L.tg_log2), src);
+        w2[k] = __shfl_sync(L.mask, pick(wd, s0 + k, L.tg_log2), src + wsrc);
         if (!ok) w2[k] = 0.f;
-        gather(x[k], u[k], ok);
+        gather(xg[k], u[k], ok);
       }
 #pragma unroll
-      for (int k = 0; k < kUB; ++k) fma_packed(w2[k], x[k], acc);
+      for (int k = 0; k < kUB; ++k) fma_packed(w2[k], xg[k], acc);
     }
   }
   // z over the head's lanes (all at the same M); the groups' sums (same M too).
@@ -365,13 +405,14 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
 
 // attn of a whole row walked by fwd_row: exp(s - M) / z, from the stored raw logits of the
 // earlier batches and from s_last for the last one.
-template <class I, class T>
+template <class I, class T, int E>
 __device__ __forceinline__ void fwd_finish_attn(const FwdArgs<I, T>& a, const FwdLane& L,
                                                 int64_t b, int64_t e, float M, float z,
-                                                float s_last) {
+                                                const float (&s_last)[E]) {
   if (!L.writer || !L.hv || b == e) return;
   const int64_t step = int64_t{1} << (L.tl_log2 - a.hc_log2);
-  const int64_t last_base = b + (e - 1 - b) / step * step;
+  const int64_t bstep = E * step;
+  const int64_t last_base = b + (e - 1 - b) / bstep * bstep;
   const float inv_z = 1.f / z;
   constexpr int kU = 4;
   int64_t j = b + L.t;
@@ -385,8 +426,33 @@ __device__ __forceinline__ void fwd_finish_attn(const FwdArgs<I, T>& a, const Fw
   }
   for (; j < last_base; j += step)
     a.attn[j * a.H + L.h] = elem::from_float<T>(expf(a.raw[j * a.H + L.h] - M) * inv_z);
-  if (last_base + L.t < e)
-    a.attn[(last_base + L.t) * a.H + L.h] = elem::from_float<T>(expf(s_last - M) * inv_z);
+#pragma unroll
+  for (int x = 0; x < E; ++x)
+    if (last_base + x * step + L.t < e)
+      a.attn[(last_base + x * step + L.t) * a.H + L.h] =
+          elem::from_float<T>(expf(s_last[x] - M) * inv_z);
+}
+
+// A whole row (long or short) of a rows-kernel team: out, then attn.
+template <class I, class T, int V, int K, int E>
+__device__ __forceinline__ void fwd_whole_row(const FwdArgs<I, T>& a, const FwdLane& L, int64_t v) {
+  const int64_t b = a.rowptr[v], e = a.rowptr[v + 1];
+  const float erv = L.hv ? elem::ldg1(a.er + v * a.H + L.h) : 0.f;
+  float M, z, s_last[E], acc[K][V];
+  fwd_row<I, T, V, K, E, false>(a, L, b, e, erv, M, z, s_last, acc);  // empty rows: acc = 0
+  const float zf = __shfl_sync(L.mask, z, L.base + (L.hl & ((1 << a.hc_log2) - 1)));
+  if (L.tg == 0) {
+    const float inv = b == e ? 0.f : 1.f / zf;
+#pragma unroll
+    for (int c = 0; c < K; ++c) {
+      if (c < L.nvk) {
+#pragma unroll
+        for (int q = 0; q < V; ++q) acc[c][q] *= inv;
+        elem::store<V>(a.out + v * a.W + L.colg + c * L.kstride, acc[c]);
+      }
+    }
+  }
+  fwd_finish_attn(a, L, b, e, M, z, s_last);
 }
 
 // Long rows (a warp each) then short rows (a group each), in degree order.
@@ -405,38 +471,20 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<
   }
   const FwdLane L = fwd_lane(a, lane, warp_team, V, K);
   const int64_t v = static_cast<int64_t>(__ldg(a.order + idx));
-  const int64_t b = a.rowptr[v], e = a.rowptr[v + 1];
-  const float erv = L.hv ? elem::ldg1(a.er + v * a.H + L.h) : 0.f;
-  float M, z, s_last, acc[K][V];
-  fwd_row<I, T, V, K, false>(a, L, b, e, erv, M, z, s_last, acc);  // empty rows: acc = 0
-  const float zf = __shfl_sync(L.mask, z, L.base + (L.hl & ((1 << a.hc_log2) - 1)));
-  if (L.tg == 0) {
-    const float inv = b == e ? 0.f : 1.f / zf;
-#pragma unroll
-    for (int c = 0; c < K; ++c) {
-      if (c < L.nvk) {
-#pragma unroll
-        for (int q = 0; q < V; ++q) acc[c][q] *= inv;
-        elem::store<V>(a.out + v * a.W + L.colg + c * L.kstride, acc[c]);
-      }
-    }
-  }
-  fwd_finish_attn(a, L, b, e, M, z, s_last);
+  if constexpr (K == 1)  // fwd_e2
+    if (a.e2) return fwd_whole_row<I, T, V, K, 2>(a, L, v);
+  fwd_whole_row<I, T, V, K, 1>(a, L, v);
 }
 
-// Heavy rows: a warp per segment writes its partial state (raw logits in attn).
-template <class I, class T, int V, int K>
-__global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_kernel(const FwdArgs<I, T> a) {
-  const int lane = threadIdx.x & 31;
-  const int64_t sg = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (sg >= a.n_seg) return;
-  const FwdLane L = fwd_lane(a, lane, true, V, K);
+// A heavy segment: its partial state (raw logits in attn or raw).
+template <class I, class T, int V, int K, int E>
+__device__ __forceinline__ void fwd_segment(const FwdArgs<I, T>& a, const FwdLane& L, int64_t sg) {
   const int64_t v = a.seg_row[sg];
   const int64_t b = a.seg_begin[sg];
   const int64_t e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
   const float erv = L.hv ? elem::ldg1(a.er + v * a.H + L.h) : 0.f;
-  float M, z, s_last, acc[K][V];
-  fwd_row<I, T, V, K, true>(a, L, b, e, erv, M, z, s_last, acc);
+  float M, z, s_last[E], acc[K][V];
+  fwd_row<I, T, V, K, E, true>(a, L, b, e, erv, M, z, s_last, acc);
   if (L.tg == 0)
 #pragma unroll
     for (int c = 0; c < K; ++c)
@@ -445,6 +493,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_kernel(const FwdAr
     a.pstat[(sg * a.H + L.h) * 2] = M;
     a.pstat[(sg * a.H + L.h) * 2 + 1] = z;
   }
+}
+
+// Heavy rows: a warp per segment writes its partial state.
+template <class I, class T, int V, int K>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_kernel(const FwdArgs<I, T> a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t sg = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (sg >= a.n_seg) return;
+  const FwdLane L = fwd_lane(a, lane, true, V, K);
+  if constexpr (K == 1)  // fwd_e2
+    if (a.e2) return fwd_segment<I, T, V, K, 2>(a, L, sg);
+  fwd_segment<I, T, V, K, 1>(a, L, sg);
 }
 
 // A warp per heavy row: per head, (M, z) = the segments' states combined; out = sum_s pacc_s
@@ -1040,6 +1100,21 @@ FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
   return geo;
 }
 
+// Two edges per logit lane and batch (fwd_row's E = 2) where all of a batch's gathers then
+// still go out before its logits: K = 1 and at most kUnrollB gathers a group, i.e. heads of at
+// most 4 lanes (F <= 16 floats or halves, per head). The batches are latency-bound, so twice the
+// edges per round trip pays in every dtype: Reddit shape, H200, fused forward at F = 16, one
+// head, float32 3.06 -> 2.54 ms, bfloat16 2.63 -> 2.35; four heads 11.25 -> 9.14 and
+// 9.58 -> 7.98 (docs/GAT_NOTES.md, "Two edges a lane"). SPGNN_GAT_FWD_E2=0 in the environment
+// turns it off (a tuning hook, like SPGNN_GAT_HEADS_PER_CHUNK).
+bool fwd_e2(const FwdGeometry& geo) {
+  static const bool off = [] {
+    const char* env = std::getenv("SPGNN_GAT_FWD_E2");
+    return env && std::string(env) == "0";
+  }();
+  return !off && geo.K == 1 && (2 << (geo.g_log2 - geo.hc_log2)) <= kUnrollB;
+}
+
 template <class I, class T, int V, int K>
 void forward_v(const FwdArgs<I, T>& a0, const FwdSchedule& s, int64_t chunks, int warps,
                cudaStream_t st) {
@@ -1111,6 +1186,7 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
   a.scale = p.dropout_scale;
   a.seed = p.seed;
   a.seed_ptr = p.seed_ptr;
+  a.e2 = fwd_e2(geo);
   const bool k1 = geo.K == 1;  // else K = 8 / V
   if constexpr (kHalf<T>) {  // V = 4 (row_vector)
     (k1 ? forward_v<I, T, 4, 1> : forward_v<I, T, 4, 2>)(a, *s, geo.chunks, warps, st);
