@@ -116,6 +116,7 @@ struct GatArgs {
   uint64_t seed;
   const uint64_t* seed_ptr;  // when set, the seed is read here (GatParams::dropout_seed_device)
   bool dropout;
+  bool e2;  // destination pass: two edges a group, two a lane (bwd_e2)
 };
 
 template <class I, class T>
@@ -576,9 +577,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_attn_kernel(const 
 //   kSegGrads  a warp per heavy segment: d_z from the row's whole t, its share of grad_er added.
 constexpr int kRows = 0, kSegSums = 1, kSegGrads = 2;
 
-// A group of G lanes per edge, one edge at a time: batching kUnroll edges per group (their
-// feature loads in flight together) was slower on the H100 at F = 32 (kron21 H = 1 gather 8.3 vs
-// 6.0 ms, Reddit-shaped 12.2 vs 10.0 ms): the registers it takes cost more warps than it hides.
+// A group of G lanes per edge, one edge at a time, or two (bwd_e2, K = 1 and the gather
+// variant): batching kUnroll = 4 edges per group (their feature loads in flight together) was
+// slower on the H100 at F = 32 (kron21 H = 1 gather 8.3 vs 6.0 ms, Reddit-shaped 12.2 vs 10.0 ms):
+// the registers it takes cost more warps than it hides; two edges gain on the H200 (bwd_e2).
 template <class I, class T, int V, int K, bool kAtomic>
 __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, int64_t v,
                                               int64_t b, int64_t e, int lane) {
@@ -603,10 +605,48 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
         if (vi < a.nv) f(h * a.F + static_cast<int64_t>(vi) * V);
       }
   };
+  // bwd_e2: each group takes edges j and j + NG at once (the dot products), each lane j and
+  // j + 32 (d_z), every load of the pair before its stores.
+  constexpr bool kPairable = !kAtomic && K == 1;
+  const bool paired = kPairable && a.e2;
   for (int64_t h = 0; h < a.H; ++h) {
     float t = 0.f;
     if (part != kSegGrads) {
-      for (int64_t j = b + grp; j < e; j += NG) {
+      if constexpr (kPairable) {
+        if (paired) {
+          for (int64_t j = b + grp; j < e; j += 2 * NG) {
+            const int64_t j2 = j + NG;
+            const bool two = j2 < e;
+            const int64_t u = __ldg(a.col + j);
+            const int64_t u2 = two ? static_cast<int64_t>(__ldg(a.col + j2)) : u;
+            float d = 0.f, d2 = 0.f;
+            each_vector(h, [&](int64_t foff) {
+              float x[V], x2[V], y[V];
+              elem::load<V>(x, a.feat + u * a.W + foff);
+              elem::load<V>(x2, a.feat + u2 * a.W + foff);
+              elem::load<V>(y, gv + foff);
+#pragma unroll
+              for (int q = 0; q < V; ++q) {
+                d = fmaf(x[q], y[q], d);
+                d2 = fmaf(x2[q], y[q], d2);
+              }
+            });
+            for (int off = G >> 1; off; off >>= 1) {
+              d += __shfl_xor_sync(gmask, d, off);
+              d2 += __shfl_xor_sync(gmask, d2, off);
+            }
+            d *= drop_factor(a, j, h);
+            t = fmaf(elem::ldg1(a.attn_in + j * a.H + h), d, t);
+            if (gl == 0) da(j * a.H + h) = d;
+            if (two) {
+              d2 *= drop_factor(a, j2, h);
+              t = fmaf(elem::ldg1(a.attn_in + j2 * a.H + h), d2, t);
+              if (gl == 0) da(j2 * a.H + h) = d2;
+            }
+          }
+        }
+      }
+      for (int64_t j = b + grp; j < e && !paired; j += NG) {
         const int64_t u = __ldg(a.col + j);
         float d = 0.f;
         each_vector(h, [&](int64_t foff) {
@@ -646,7 +686,32 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
     }
     const float erv = elem::ldg1(a.er + v * a.H + h);
     float ger = 0.f;
-    for (int64_t j = b + lane; j < e; j += 32) {
+    if constexpr (kPairable) {
+      if (paired) {
+        for (int64_t j = b + lane; j < e; j += 64) {
+          const int64_t j2 = j + 32;
+          const bool two = j2 < e;
+          const int64_t u = __ldg(a.col + j);
+          const int64_t u2 = two ? static_cast<int64_t>(__ldg(a.col + j2)) : u;
+          const float aj = elem::ldg1(a.attn_in + j * a.H + h);
+          const float aj2 = two ? elem::ldg1(a.attn_in + j2 * a.H + h) : 0.f;
+          const float dj = da(j * a.H + h);
+          const float dj2 = two ? da(j2 * a.H + h) : 0.f;
+          const float elu = elem::ldg1(a.el + u * a.H + h);
+          const float elu2 = elem::ldg1(a.el + u2 * a.H + h);
+          const float ds = aj * (dj - t), ds2 = aj2 * (dj2 - t);
+          const float dzv = elu + erv > 0.f ? ds : ds * a.slope;
+          const float dzv2 = elu2 + erv > 0.f ? ds2 : ds2 * a.slope;
+          ger += dzv;
+          a.dz[j * a.H + h] = make_float2(aj * drop_factor(a, j, h), dzv);
+          if (two) {
+            ger += dzv2;
+            a.dz[j2 * a.H + h] = make_float2(aj2 * drop_factor(a, j2, h), dzv2);
+          }
+        }
+      }
+    }
+    for (int64_t j = b + lane; j < e && !paired; j += 32) {
       const int64_t u = __ldg(a.col + j);
       const float aj = elem::ldg1(a.attn_in + j * a.H + h);
       const float ds = aj * (da(j * a.H + h) - t);
@@ -1242,6 +1307,22 @@ void backward_v(GatArgs<I, T> a, const GatProblem& p, int warps, bool atomic, in
   }
 }
 
+// The destination pass walks two edges a group (and a lane) at once for heads of one vector a
+// lane (K = 1: up to 32 vectors), the gather variant only. One edge a group at a time leaves a
+// warp only 32 / G rows' worth of loads in flight; the pairs cost two more registers a vector.
+// Reddit shape, H200, backward (both passes), ms: one head, F = 16, float32 6.93 -> 5.93,
+// bfloat16 5.22 -> 4.59; F = 64 16.38 -> 12.83 and 9.85 -> 7.99; four heads of 16 55.88 ->
+// 53.75 and 45.84 -> 44.23 (docs/GAT_NOTES.md, "Two edges a lane"). (Batching 4 edges a group
+// on the H100 at F = 32 lost: it held all four rows' vectors; this holds two.)
+// SPGNN_GAT_BWD_E2=0 in the environment turns it off (a tuning hook).
+bool bwd_e2(const HeadLanes& l) {
+  static const bool off = [] {
+    const char* env = std::getenv("SPGNN_GAT_BWD_E2");
+    return env && std::string(env) == "0";
+  }();
+  return !off && l.K == 1 && l.passes == 1;
+}
+
 template <class I, class T>
 void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, float2* dz,
               float* grad_feat, float* grad_el, float* grad_er, cudaStream_t st) {
@@ -1262,6 +1343,7 @@ void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, fl
   const HeadLanes l = head_lanes(nv, V);
   a.g_log2 = l.g_log2;
   a.passes = l.passes;
+  a.e2 = bwd_e2(l);
   const bool k1 = l.K == 1;  // else K = 8 / V
   if constexpr (kHalf<T>) {
     if (V == 8) backward_v<I, T, 8, 1>(a, p, warps, atomic, heavy_deg, st);
