@@ -31,14 +31,13 @@ void require_host(const Graph& g, const char* what) {
 
 namespace {
 
+using graph_detail::kRowsPerTask;
+
 using graph_detail::EdgeArrays;
 
 // Largest value an int32 index array may need to hold. rowptr stores nnz itself, so a graph is
 // int32 only when both n and nnz stay strictly below this.
 constexpr int64_t kIndex32Limit = std::numeric_limits<int32_t>::max();
-// Rows per OpenMP task in the per-row passes: large enough to amortise scheduling, small enough
-// that one hub row does not leave the other threads idle for long.
-constexpr int64_t kRowsPerTask = 512;
 
 __extension__ typedef unsigned __int128 U128;
 

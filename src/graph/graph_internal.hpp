@@ -12,6 +12,10 @@
 
 namespace spgnn::graph_detail {
 
+// Rows per OpenMP task in the per-row passes: large enough to amortise scheduling, small enough
+// that one hub row does not leave the other threads idle for long.
+constexpr int64_t kRowsPerTask = 512;
+
 // A borrowed edge list. Generators store raw edges as int32 when ids fit, which halves the
 // memory of the biggest temporary on 100M-edge graphs; hence two input widths.
 template <class InT>

@@ -13,7 +13,7 @@ namespace {
 
 using graph_detail::dispatch_index;
 
-constexpr int64_t kRowsPerTask = 512;
+using graph_detail::kRowsPerTask;
 
 // O(1) shape checks so the algorithms below can index rowptr and col without bounds checks.
 // Full validation is O(nnz) and left to the caller (loaders and builders produce valid graphs).

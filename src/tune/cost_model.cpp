@@ -283,9 +283,9 @@ double forward_one(const Layout& L, const T* theta, const double* x, std::vector
 }
 
 // Deterministic across standard libraries (std::*_distribution are not).
-struct Rng {
+struct FitRng {
   std::mt19937_64 g;
-  explicit Rng(uint64_t seed) : g(seed) {}
+  explicit FitRng(uint64_t seed) : g(seed) {}
   double uniform() { return double(g() >> 11) * 0x1.0p-53; }
   size_t below(size_t n) { return n ? size_t(g() % n) : 0; }
   template <class V>
@@ -334,7 +334,7 @@ Trained train(const std::vector<double>& x, const std::vector<double>& y, size_t
   }
 
   // He-uniform initialisation, biases 0.
-  Rng rng(o.seed);
+  FitRng rng(o.seed);
   const size_t P = L.trainable_size();
   std::vector<float> theta(P, 0.f), grad(P), m(P, 0.f), v(P, 0.f);
   const size_t ow1 = 0, ob1 = d * h, ow2 = ob1 + h, ob2 = ow2 + h * h, ow3 = ob2 + h,
@@ -616,7 +616,7 @@ CostModel::FitReport CostModel::fit(const std::vector<Measurement>& data,
 
   // Hold out whole problems: rows of one problem share every problem feature, so a row split
   // would let the model memorise the problem and overstate the correlation.
-  Rng split_rng(options.seed ^ 0x5851F42D4C957F2DULL);
+  FitRng split_rng(options.seed ^ 0x5851F42D4C957F2DULL);
   std::vector<size_t> perm(n_groups);
   std::iota(perm.begin(), perm.end(), size_t{0});
   split_rng.shuffle(perm);

@@ -51,7 +51,7 @@ struct BenchOpts {
   LoadFlags flags;
 };
 
-struct Row {
+struct BenchRow {
   std::string graph, strategy, note, dtype = "f32";
   int64_t n = 0, nnz = 0, F = 0;
   double ms = 0, ms_min = 0, gflops = 0, gbs = 0, speedup = NAN, err = NAN;
@@ -152,7 +152,7 @@ void run_bench(const BenchOpts& o) {
                                             : SddmmOp::dot;
   const Target lt = parse_target(o.lhs_target), rt = parse_target(o.rhs_target);
 
-  std::vector<Row> rows;
+  std::vector<BenchRow> rows;
   bool any_failed = false;
   for (size_t gi = 0; gi < o.graphs.size(); ++gi) {
     const std::string gname = o.names.empty() ? o.graphs[gi] : o.names[gi];
@@ -217,9 +217,9 @@ void run_bench(const BenchOpts& o) {
                                   ? resolve_spmm_schedule(g, sop, red, F, Schedule{}, vt)
                                   : resolve_sddmm_schedule(g, dop, F, Schedule{}, vt);
 
-      std::vector<Row> case_rows;
+      std::vector<BenchRow> case_rows;
       for (const auto& group : expand(o, kind, dev, auto_s)) {
-        Row best;
+        BenchRow best;
         bool have = false;
         for (const Schedule& s : group) {
           OpOptions opt;
@@ -229,7 +229,7 @@ void run_bench(const BenchOpts& o) {
             if (kind == OpKind::spmm) gspmm(g, sop, red, u, e, out, opt);
             else gsddmm(g, dop, lhs, rhs, out, lt, rt, opt);
           };
-          Row r;
+          BenchRow r;
           r.graph = gname;
           r.dtype = dtype_text;
           r.n = host.n_rows;

@@ -27,7 +27,7 @@ namespace spgnn::cli {
 
 namespace {
 
-struct Row {
+struct GatRow {
   std::string graph, variant, note, dtype = "f32";
   int64_t n = 0, nnz = 0, H = 0, F = 0;
   double ms = NAN, gbs = NAN, speedup = NAN, err = NAN, vs_f32 = NAN;
@@ -59,7 +59,7 @@ void run_bench_gat(const GatBenchArgs& o) {
     fused_s = parse_schedule(text);
   }
   fused_s.strategy = fused;
-  std::vector<Row> rows;
+  std::vector<GatRow> rows;
   bool any_failed = false;
   for (size_t gi = 0; gi < o.graphs.size(); ++gi) {
     const std::string gname = o.names.empty() ? o.graphs[gi] : o.names[gi];
@@ -105,7 +105,7 @@ void run_bench_gat(const GatBenchArgs& o) {
         }
         const double bytes = forward_bytes(host, H, F, double(dtype_size(vt)));
         auto base = [&](const std::string& variant) {
-          Row r;
+          GatRow r;
           r.graph = gname;
           r.dtype = dtype_text;
           r.variant = variant;
@@ -117,9 +117,9 @@ void run_bench_gat(const GatBenchArgs& o) {
         };
         // ---- forward: fused and unfused ----
         Tensor attn_saved;
-        std::vector<Row> fwd;
+        std::vector<GatRow> fwd;
         for (const std::string& s : {fused, std::string("unfused")}) {
-          Row r = base(s + " fwd");
+          GatRow r = base(s + " fwd");
           OpOptions opt;
           opt.schedule.strategy = s;
           if (s == fused) opt.schedule = fused_s;
@@ -157,7 +157,7 @@ void run_bench_gat(const GatBenchArgs& o) {
           Tensor gf_first, gel_first;
           double first_ms = NAN;
           for (auto& [label, opt] : variants) {
-            Row r = base(label);
+            GatRow r = base(label);
             Tensor gf, gel, ger;
             auto call = [&] {
               gat_aggregate_backward(g, feat, el, er, attn_saved, gout, prm, gf, gel, ger, opt);

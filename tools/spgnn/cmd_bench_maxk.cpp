@@ -105,7 +105,7 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
-struct Row {
+struct MaxkRow {
   std::string graph;
   int64_t n = 0, nnz = 0, F = 0, k = 0;
   double maxk_ms = NAN, spgemm_ms = NAN, sspmm_ms = NAN, spmm_ms = NAN;
@@ -140,7 +140,7 @@ void run_bench_maxk(const MaxkBenchArgs& o) {
     for (size_t i = 0; i < o.params.size(); ++i) text += (i ? "," : ":") + o.params[i];
     prod_opt.schedule = parse_schedule(text);
   }
-  std::vector<Row> rows;
+  std::vector<MaxkRow> rows;
   for (size_t gi = 0; gi < o.graphs.size(); ++gi) {
     const std::string gname = o.names.empty() ? o.graphs[gi] : o.names[gi];
     Graph host = load_with_flags(o.graphs[gi], o.flags);
@@ -199,7 +199,7 @@ void run_bench_maxk(const MaxkBenchArgs& o) {
 
       for (int64_t k : o.ks) {
         if (k > F) continue;
-        Row r;
+        MaxkRow r;
         r.graph = gname;
         r.n = host.n_rows;
         r.nnz = host.nnz();

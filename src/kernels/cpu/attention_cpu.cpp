@@ -12,13 +12,13 @@
 
 #include "kernels/attention_hash.hpp"
 #include "kernels/cpu/attention_cpu.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 
 namespace spgnn::detail {
 
 namespace {
 
-// Below this many edge-heads the fork/join of a parallel region costs more than the work.
-constexpr int64_t kMinParallelWork = int64_t{1} << 14;
+// Below kMinParallelWork edge-heads (cpu_kernels.hpp) a loop runs on the calling thread.
 
 inline float leaky(float z, float slope) { return z > 0.f ? z : z * slope; }
 

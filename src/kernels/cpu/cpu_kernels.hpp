@@ -1,11 +1,16 @@
 // Internal: CPU strategies. cpu_ref accumulates in float64 and is the oracle of every test;
 // cpu_mergepath (SpMM) and cpu_edge (SDDMM) are the fast OpenMP kernels.
 #pragma once
+#include <cstdint>
 #include <type_traits>
 
 #include "dispatch/problem.hpp"
 
 namespace spgnn::detail {
+
+// Below this many elements of work (a kernel's own measure) a CPU loop runs on the calling
+// thread: the fork/join of a parallel region costs more than the work.
+constexpr int64_t kMinParallelWork = int64_t{1} << 14;
 
 // One SpMM message u[src] op e[edge], in T (float, or double where a kernel accumulates in
 // float64). The op is a template parameter so that a kernel's feature loop carries no branch.

@@ -15,10 +15,8 @@ namespace spgnn::detail {
 
 namespace {
 
-// Below this many (row + non-zero) x feature elements a problem runs on the calling thread: the
-// fork/join of a parallel region costs more than the work (the chunking is identical, so the
-// result does not depend on it).
-constexpr int64_t kMinParallelWork = int64_t{1} << 14;
+// Below kMinParallelWork (row + non-zero) x feature elements a problem runs on the calling
+// thread (the chunking is identical, so the result does not depend on it).
 // Source-row prefetch: how many edges ahead, and the floats in one 64-byte cache line.
 constexpr int64_t kPrefetchEdges = 8;
 constexpr int64_t kFloatsPerLine = 16;

@@ -20,7 +20,7 @@ namespace spgnn::detail {
 namespace {
 
 // Below this many elements of work a kernel runs on the calling thread (fork/join costs more).
-constexpr int64_t kMinParallelWork = int64_t{1} << 15;
+constexpr int64_t kMaxkMinParallelWork = int64_t{1} << 15;
 
 uint32_t key_of(float v) {
   uint32_t b;
@@ -134,7 +134,7 @@ template <class IdxT>
 void maxk_rows(const float* x, int64_t n, int64_t F, int64_t k, float* data, IdxT* index,
                bool reference) {
   if (reference) {  // rows are independent: in parallel, with the same result
-#pragma omp parallel if (n * F >= kMinParallelWork)
+#pragma omp parallel if (n * F >= kMaxkMinParallelWork)
     {
       std::vector<int64_t> order(static_cast<size_t>(F));
       std::vector<uint32_t> keys(static_cast<size_t>(F));
@@ -144,7 +144,7 @@ void maxk_rows(const float* x, int64_t n, int64_t F, int64_t k, float* data, Idx
     }
     return;
   }
-#pragma omp parallel if (n * F >= kMinParallelWork)
+#pragma omp parallel if (n * F >= kMaxkMinParallelWork)
   {
     SelectScratch scratch(F);
 #pragma omp for schedule(static)
@@ -165,7 +165,7 @@ void spgemm_t(const Graph& g, const float* w, const Cbsr& x, Tensor& out, bool r
   const IdxT* xi = x.index.data<IdxT>();
   float* o = out.data<float>();
   if (reference) {  // output rows are independent: in parallel, each summed in edge order
-#pragma omp parallel if (g.nnz() * k + n * F >= kMinParallelWork)
+#pragma omp parallel if (g.nnz() * k + n * F >= kMaxkMinParallelWork)
     {
       std::vector<double> acc(static_cast<size_t>(F));
 #pragma omp for schedule(dynamic, 64)
@@ -182,7 +182,7 @@ void spgemm_t(const Graph& g, const float* w, const Cbsr& x, Tensor& out, bool r
     return;
   }
   // Each output row is written once by one thread: its accumulation buffer is the row itself.
-#pragma omp parallel for schedule(dynamic, 64) if (g.nnz() * k + n * F >= kMinParallelWork)
+#pragma omp parallel for schedule(dynamic, 64) if (g.nnz() * k + n * F >= kMaxkMinParallelWork)
   for (int64_t r = 0; r < n; ++r) {
     float* orow = o + r * F;
     std::fill(orow, orow + F, 0.f);
@@ -231,7 +231,7 @@ void sspmm_t(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x,
     // The definition: each source u sums its edges in stored (row) order. The transpose
     // lists a source's edges in that order (transpose() is stable), so sources run in parallel
     // with the sums of a serial walk over the edges, bit for bit.
-#pragma omp parallel if (g.nnz() * k >= kMinParallelWork)
+#pragma omp parallel if (g.nnz() * k >= kMaxkMinParallelWork)
     {
       std::vector<double> acc(static_cast<size_t>(k));
 #pragma omp for schedule(dynamic, 64)
@@ -247,7 +247,7 @@ void sspmm_t(const Graph& g, const float* w, const Tensor& d_out, const Cbsr& x,
     }
     return;
   }
-#pragma omp parallel for schedule(dynamic, 64) if (g.nnz() * k + g.n_cols * k >= kMinParallelWork)
+#pragma omp parallel for schedule(dynamic, 64) if (g.nnz() * k + g.n_cols * k >= kMaxkMinParallelWork)
   for (int64_t u = 0; u < g.n_cols; ++u) {
     float* du = dd + u * k;
     const IdxT* c = xi + u * k;
@@ -293,7 +293,7 @@ void cpu_maxk_backward(const Tensor& d_data, const Tensor& index, int64_t F, Ten
   const float* d = d_data.data<float>();
   float* o = dx.data<float>();
   auto run = [&](const auto* idx) {
-#pragma omp parallel for schedule(static) if (n * F >= kMinParallelWork)
+#pragma omp parallel for schedule(static) if (n * F >= kMaxkMinParallelWork)
     for (int64_t r = 0; r < n; ++r) {
       std::fill(o + r * F, o + (r + 1) * F, 0.f);
       // Added, not stored: a hand-made CBSR that repeats a column gets the sum of its gradients.
