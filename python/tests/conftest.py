@@ -10,6 +10,9 @@ import torch
 import spgnn
 
 SEED = int(os.environ.get("SPGNN_TEST_SEED", random.randrange(2**31)))
+# pytest-xdist's workers (scripts/test.sh) start after this runs in the controller and inherit
+# its environment: one session seed for all of them, the one the header prints.
+os.environ["SPGNN_TEST_SEED"] = str(SEED)
 
 
 def pytest_report_header(config):

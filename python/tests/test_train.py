@@ -76,8 +76,13 @@ def test_two_ranks_train_as_one(planted, tmp_path, model):
 
 def test_bad_launches_are_named(planted, capsys):
     ds, parts = planted
-    r = _torchrun(3, "--dist", parts, "--epochs", "1", *CPU, timeout=300)
-    assert r.returncode != 0 and "part 2 requested" in r.stderr, r.stderr[-3000:]
+    # A rank past the partition's parts, and a dataset directory given as a partition: what a
+    # rank's _load_part says (in-process: a torchrun launch costs CI seconds per process).
+    with pytest.raises(SystemExit, match="part 2 requested"):
+        train._load_part(train.parse_args(["--dist", str(parts), *CPU]), torch.device("cpu"), 2)
+    with pytest.raises(SystemExit, match="meta.json"):
+        train._load_part(train.parse_args(["--dist", str(ds), *CPU]), torch.device("cpu"), 0)
+    # A process group smaller than the partition: only a real launch has one.
     r = _torchrun(1, "--dist", parts, "--epochs", "1", *CPU, timeout=300)
     assert r.returncode != 0 and "2 parts but the process group has 1" in r.stderr, \
         r.stderr[-3000:]
@@ -107,9 +112,6 @@ def test_bad_launches_are_named(planted, capsys):
             _single("--dataset", str(ds), "--cuda-graph", "--epochs", "1")
     with pytest.raises(SystemExit, match="no directory"):
         _single("--dataset", str(ds) + "-missing")
-    # a dataset directory, not a partition
-    r = _torchrun(1, "--dist", ds, "--epochs", "1", *CPU, timeout=300)
-    assert r.returncode != 0 and "meta.json" in r.stderr, r.stderr[-3000:]
 
 
 def _small_dataset(root, y, train, val, test):
@@ -302,17 +304,18 @@ def test_two_ranks_without_overlap_train_as_one(planted, tmp_path, model):
 @pytest.mark.parametrize("model", ["gcn", "gat"])
 def test_stale_halos_train(planted, tmp_path, model):
     """--stale-halos (PipeGCN): the exchange of a step serves the next one; training still
-    learns what the exact exchange learns."""
+    learns what the exact exchange learns, i.e. what one process learns
+    (test_two_ranks_train_as_one)."""
     ds, parts = planted
     common = ["--model", model, "--epochs", "40", "--dropout", "0", "--hidden", "8",
               "--heads", "2", "--runs", "2", *CPU]
-    outs = {}
-    for mode in ([], ["--stale-halos"]):
-        out = tmp_path / f"{model}{len(mode)}.json"
-        r = _torchrun(2, "--dist", parts, *common, *mode, "--json", out)
-        assert r.returncode == 0, r.stderr[-3000:]
-        outs[bool(mode)] = json.loads(out.read_text())
-    assert outs[True]["test_acc_mean"] >= outs[False]["test_acc_mean"] - 0.03, outs
+    exact = _single("--dataset", ds, *common)
+    out = tmp_path / f"{model}.json"
+    r = _torchrun(2, "--dist", parts, *common, "--stale-halos", "--json", out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    stale = json.loads(out.read_text())
+    assert stale["stale_halos"] is True, stale
+    assert stale["test_acc_mean"] >= exact["test_acc_mean"] - 0.03, (exact, stale)
     with pytest.raises(SystemExit):
         train.parse_args(["--dataset", str(ds), "--stale-halos"])
 
