@@ -108,7 +108,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   t0=$(date +%s)
   if cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DCMAKE_PREFIX_PATH=/opt/deps/usr \
-      -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu -DSPGNN_WITH_CUDA=ON \
+      -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu -DSPGNN_WITH_CUDA=ON -DSPGNN_BUILD_GPU_TESTS=ON \
       -DPython_EXECUTABLE="$(command -v python3)" \
       > "$LOG_DIR/configure.log" 2>&1; then
     # Keep going past a broken target so the GPU tests still build when they can.

@@ -12,7 +12,7 @@ BUILD_TYPE="${BUILD_TYPE:-Release}"
 SPGNN_VENV="${SPGNN_VENV:-$BUILD_DIR/venv}"
 # SPGNN_PY_REQS replaces the list, e.g. to test against the oldest torch the package supports
 # (README, "Python"): its own SPGNN_VENV then, since a changed list reinstalls.
-SPGNN_PY_REQS="${SPGNN_PY_REQS:-torch>=2.4 numpy scipy torch-geometric pytest nanobind>=2.0}"
+SPGNN_PY_REQS="${SPGNN_PY_REQS:-torch>=2.4 numpy scipy torch-geometric pytest pytest-xdist nanobind>=2.0}"
 
 spgnn_install_deps() {
   local pkgs=(g++ make cmake libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
