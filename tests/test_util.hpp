@@ -148,6 +148,23 @@ inline Tensor random_tensor(std::vector<int64_t> shape, uint64_t seed, float lo 
   return t;
 }
 
+// |t| of a host float32 tensor, and the L2 norm of a host tensor: for errors measured against
+// the magnitudes of a result's terms (rel_error(out, ref) * norm_of(ref) / norm_of(terms)) where
+// cancellation can leave a result much smaller than its float32 rounding.
+inline Tensor abs_of(const Tensor& t) {
+  Tensor a = t.clone();
+  float* p = a.data<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) p[i] = std::fabs(p[i]);
+  return a;
+}
+inline double norm_of(const Tensor& t) {
+  const Tensor h = t.astype(DType::f64);
+  const double* p = h.data<double>();
+  double s = 0;
+  for (int64_t i = 0; i < h.numel(); ++i) s += p[i] * p[i];
+  return std::sqrt(s);
+}
+
 // Relative error ||a - b|| / max(||b||, tiny); NaN anywhere makes it infinite.
 inline double rel_error(const Tensor& a, const Tensor& b) {
   Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());

@@ -105,20 +105,6 @@ namespace {
   if (!(err < kTol)) ++g_failures;
 }
 
-[[maybe_unused]] Tensor abs_of(const Tensor& t) {
-  Tensor a = t.clone();
-  float* p = a.data<float>();
-  for (int64_t i = 0; i < a.numel(); ++i) p[i] = std::fabs(p[i]);
-  return a;
-}
-[[maybe_unused]] double norm_of(const Tensor& t) {
-  Tensor h = t.astype(DType::f64);
-  const double* p = h.data<double>();
-  double s = 0;
-  for (int64_t i = 0; i < h.numel(); ++i) s += p[i] * p[i];
-  return std::sqrt(s);
-}
-
 [[maybe_unused]] Tensor operand(Target t, const Graph& g, int64_t F, uint64_t seed, bool positive) {
   const int64_t rows = t == Target::u ? g.n_cols : t == Target::v ? g.n_rows : g.nnz();
   return positive ? random_tensor({rows, F}, seed, 0.5f, 1.5f) : random_tensor({rows, F}, seed);

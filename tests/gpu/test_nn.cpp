@@ -43,20 +43,6 @@ void expect_grad_close(const nn::Parameter& got, const nn::Parameter& want, doub
   EXPECT_NEAR(a, b, 1e-4 * (1 + std::fabs(b))) << "grad eps";
 }
 
-Tensor abs_f64(const Tensor& t) {
-  Tensor r = t.to(Device::cpu()).astype(DType::f64);
-  double* p = r.data<double>();
-  for (int64_t i = 0; i < r.numel(); ++i) p[i] = std::fabs(p[i]);
-  return r;
-}
-
-double l2_norm(const Tensor& t) {
-  const Tensor r = t.to(Device::cpu()).astype(DType::f64);
-  double s = 0;
-  for (int64_t i = 0; i < r.numel(); ++i) s += r.data<double>()[i] * r.data<double>()[i];
-  return std::sqrt(s);
-}
-
 Tensor poisoned_gpu(std::vector<int64_t> shape) {
   return Tensor::full(std::move(shape), DType::f32, NAN, kGpu);
 }
@@ -76,8 +62,9 @@ TEST(NnGpuFunctional, GemmAllTransposesMatchesCpu) {
           // Error relative to sum_p |a_ip b_pj|, not to the result: one dot product with
           // cancellation (m = n = 1) has a tiny result but float32 rounding proportional to its
           // terms (1x7x1 drew 1.02e-5 relative to the result on one seed).
-          Tensor scale = nn::matmul(abs_f64(a), abs_f64(b), ta, tb);
-          EXPECT_LT(rel_error(c, ref) * l2_norm(ref) / l2_norm(scale), 2e-6)
+          const Tensor scale =
+              nn::matmul(abs_of(a).astype(DType::f64), abs_of(b).astype(DType::f64), ta, tb);
+          EXPECT_LT(rel_error(c, ref) * norm_of(ref) / norm_of(scale), 2e-6)
               << m << "x" << k << "x" << n << " t=" << t;
         }
       }
