@@ -306,7 +306,9 @@ TEST(GatFusedGpu, HeadsPerChunkAndWideHeads) {
   // heads_per_chunk forces 1, 2 or 4 heads per pass over the edges (auto takes all heads on
   // these small graphs); H = 3 and 5 leave a partly filled last chunk; F = 3 and 33 use scalar
   // loads, 3 * 4 heads = 12 of 16 lanes. heavy_deg = 64 also sends R-MAT's hubs and the half
-  // row through the split-row kernels with the same chunks, and through the backward's.
+  // row through the split-row kernels with the same chunks, and through the backward's. The
+  // backward's groups take 4 heads (bwd_heads_log2) here, so H = 3 and 5 leave lanes of a group
+  // with no head, and H = 8, F = 1 is 8 heads of one lane.
   int i = 0;
   for (int64_t hpc : {1, 2, 4})
     for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{3, 3}, {4, 8}, {5, 32}, {8, 1},

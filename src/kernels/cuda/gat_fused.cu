@@ -14,7 +14,8 @@
 // weights and (with several heads) per-head feature copies; this reads feat once per edge.
 //
 // Backward (attn saved by the forward pass):
-//   kernel 1, warp per destination v, per head: groups compute d_a_e = grad_out[v,h]·feat[u,h]
+//   kernel 1, warp per destination v, in groups of lanes over edges that each take several heads
+//     (bwd_heads_log2): groups compute d_a_e = grad_out[v,h]·feat[u,h]
 //     (times the dropout factor) and t = sum_row a_e d_a_e; then lanes over edges compute
 //     d_z_e = a_e (d_a_e - t) * leaky_relu'(z_e), store it per edge (paired with a_e' = a_e times
 //     its dropout factor) and sum it into grad_er[v,h];
@@ -108,8 +109,9 @@ struct GatArgs {
   int64_t n;  // rows walked
   int64_t H, F, W;
   int nv;      // vectors per head row (F / V)
-  int g_log2;  // log2(thread-group size)
-  int passes;  // passes of G * K vectors (head_lanes)
+  int g_log2;   // log2(lanes per head row)
+  int hc_log2;  // log2(heads per thread group; > 0 only with K = 1, bwd_heads)
+  int passes;   // passes of G * K vectors (head_lanes)
   float slope;
   float p_drop;
   float scale;
@@ -584,8 +586,12 @@ constexpr int kRows = 0, kSegSums = 1, kSegGrads = 2;
 template <class I, class T, int V, int K, bool kAtomic>
 __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, int64_t v,
                                               int64_t b, int64_t e, int lane) {
-  const int G = 1 << a.g_log2, NG = 32 >> a.g_log2;
-  const int grp = lane >> a.g_log2, gl = lane & (G - 1);
+  // A group is HC heads of GH lanes each (bwd_heads); lane (grp, hi, gl) works on head
+  // h0 + hi of the chunk of heads h0. Lanes of a head past H (H not a multiple of HC) load
+  // nothing and store nothing.
+  const int gh_log2 = a.g_log2, hc_log2 = a.hc_log2, grp_log2 = gh_log2 + hc_log2;
+  const int GH = 1 << gh_log2, HC = 1 << hc_log2, G = 1 << grp_log2, NG = 32 >> grp_log2;
+  const int grp = lane >> grp_log2, gl = lane & (GH - 1), hi = (lane >> gh_log2) & (HC - 1);
   // The lanes of one group walk the same edges, so group-wide shuffles need only their mask.
   const unsigned gmask = G == 32 ? kFullMask : ((1u << G) - 1u) << (grp * G);
   const T* gv = a.grad_out + v * a.W;
@@ -596,20 +602,25 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
     if constexpr (kAtomic) return reinterpret_cast<float*>(a.dz)[i];
     else return a.dz[i].y;
   };
-  // f(foff) for each of this lane's vectors of head h: passes x K vectors, G lanes apart.
-  auto each_vector = [&a, G, gl](int64_t h, auto&& f) {
+  // f(foff) for each of this lane's vectors of head h: passes x K vectors, GH lanes apart.
+  auto each_vector = [&a, GH, gl](int64_t h, auto&& f) {
     for (int pass = 0; pass < a.passes; ++pass)
 #pragma unroll
       for (int c = 0; c < K; ++c) {
-        const int vi = (pass * K + c) * G + gl;
+        const int vi = (pass * K + c) * GH + gl;
         if (vi < a.nv) f(h * a.F + static_cast<int64_t>(vi) * V);
       }
   };
+  // The d_z loop's lanes: (x, hj), head h0 + hj of the edges b + x, b + x + XS, ... so that
+  // consecutive lanes store consecutive (edge, head) pairs.
+  const int hj = lane & (HC - 1), x = lane >> hc_log2, XS = 32 >> hc_log2;
   // bwd_e2: each group takes edges j and j + NG at once (the dot products), each lane j and
-  // j + 32 (d_z), every load of the pair before its stores.
+  // j + XS (d_z), every load of the pair before its stores.
   constexpr bool kPairable = !kAtomic && K == 1;
   const bool paired = kPairable && a.e2;
-  for (int64_t h = 0; h < a.H; ++h) {
+  for (int64_t h0 = 0; h0 < a.H; h0 += HC) {
+    const int64_t h = h0 + hi;
+    const bool hv = h < a.H;
     float t = 0.f;
     if (part != kSegGrads) {
       if constexpr (kPairable) {
@@ -620,21 +631,23 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
             const int64_t u = __ldg(a.col + j);
             const int64_t u2 = two ? static_cast<int64_t>(__ldg(a.col + j2)) : u;
             float d = 0.f, d2 = 0.f;
-            each_vector(h, [&](int64_t foff) {
-              float x[V], x2[V], y[V];
-              elem::load<V>(x, a.feat + u * a.W + foff);
-              elem::load<V>(x2, a.feat + u2 * a.W + foff);
-              elem::load<V>(y, gv + foff);
+            if (hv)
+              each_vector(h, [&](int64_t foff) {
+                float x1[V], x2[V], y[V];
+                elem::load<V>(x1, a.feat + u * a.W + foff);
+                elem::load<V>(x2, a.feat + u2 * a.W + foff);
+                elem::load<V>(y, gv + foff);
 #pragma unroll
-              for (int q = 0; q < V; ++q) {
-                d = fmaf(x[q], y[q], d);
-                d2 = fmaf(x2[q], y[q], d2);
-              }
-            });
-            for (int off = G >> 1; off; off >>= 1) {
+                for (int q = 0; q < V; ++q) {
+                  d = fmaf(x1[q], y[q], d);
+                  d2 = fmaf(x2[q], y[q], d2);
+                }
+              });
+            for (int off = GH >> 1; off; off >>= 1) {
               d += __shfl_xor_sync(gmask, d, off);
               d2 += __shfl_xor_sync(gmask, d2, off);
             }
+            if (!hv) continue;
             d *= drop_factor(a, j, h);
             t = fmaf(elem::ldg1(a.attn_in + j * a.H + h), d, t);
             if (gl == 0) da(j * a.H + h) = d;
@@ -649,14 +662,16 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
       for (int64_t j = b + grp; j < e && !paired; j += NG) {
         const int64_t u = __ldg(a.col + j);
         float d = 0.f;
-        each_vector(h, [&](int64_t foff) {
-          float x[V], y[V];
-          elem::load<V>(x, a.feat + u * a.W + foff);
-          elem::load<V>(y, gv + foff);
+        if (hv)
+          each_vector(h, [&](int64_t foff) {
+            float x1[V], y[V];
+            elem::load<V>(x1, a.feat + u * a.W + foff);
+            elem::load<V>(y, gv + foff);
 #pragma unroll
-          for (int q = 0; q < V; ++q) d = fmaf(x[q], y[q], d);
-        });
-        for (int off = G >> 1; off; off >>= 1) d += __shfl_xor_sync(gmask, d, off);
+            for (int q = 0; q < V; ++q) d = fmaf(x1[q], y[q], d);
+          });
+        for (int off = GH >> 1; off; off >>= 1) d += __shfl_xor_sync(gmask, d, off);
+        if (!hv) continue;
         const float mask = drop_factor(a, j, h);
         d *= mask;
         const float aj = elem::ldg1(a.attn_in + j * a.H + h);
@@ -674,56 +689,60 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
             });
         }
       }
-      // Every lane of a group holds the group's t; summing across groups counts each edge once.
+      // Every lane of a head holds its group's t; summing across groups counts each edge once.
       for (int off = 16; off >= G; off >>= 1) t += __shfl_xor_sync(kFullMask, t, off);
       if (part == kSegSums) {
-        if (lane == 0) atomicAdd(a.tbuf + v * a.H + h, t);
+        if (grp == 0 && gl == 0 && hv) atomicAdd(a.tbuf + v * a.H + h, t);
         continue;
       }
       __syncwarp();  // d_a stored by one lane per group is read below by another lane
-    } else {
+    } else if (hv) {
       t = a.tbuf[v * a.H + h];  // the whole row's, summed by the previous launch
     }
-    const float erv = elem::ldg1(a.er + v * a.H + h);
+    // Head h0 + hj's t, from the lane of group 0 that holds it.
+    t = __shfl_sync(kFullMask, t, hj << gh_log2);
+    const int64_t hd = h0 + hj;
+    const bool hdv = hd < a.H;
+    const float erv = hdv ? elem::ldg1(a.er + v * a.H + hd) : 0.f;
     float ger = 0.f;
     if constexpr (kPairable) {
       if (paired) {
-        for (int64_t j = b + lane; j < e; j += 64) {
-          const int64_t j2 = j + 32;
+        for (int64_t j = b + x; j < e && hdv; j += 2 * XS) {
+          const int64_t j2 = j + XS;
           const bool two = j2 < e;
           const int64_t u = __ldg(a.col + j);
           const int64_t u2 = two ? static_cast<int64_t>(__ldg(a.col + j2)) : u;
-          const float aj = elem::ldg1(a.attn_in + j * a.H + h);
-          const float aj2 = two ? elem::ldg1(a.attn_in + j2 * a.H + h) : 0.f;
-          const float dj = da(j * a.H + h);
-          const float dj2 = two ? da(j2 * a.H + h) : 0.f;
-          const float elu = elem::ldg1(a.el + u * a.H + h);
-          const float elu2 = elem::ldg1(a.el + u2 * a.H + h);
+          const float aj = elem::ldg1(a.attn_in + j * a.H + hd);
+          const float aj2 = two ? elem::ldg1(a.attn_in + j2 * a.H + hd) : 0.f;
+          const float dj = da(j * a.H + hd);
+          const float dj2 = two ? da(j2 * a.H + hd) : 0.f;
+          const float elu = elem::ldg1(a.el + u * a.H + hd);
+          const float elu2 = elem::ldg1(a.el + u2 * a.H + hd);
           const float ds = aj * (dj - t), ds2 = aj2 * (dj2 - t);
           const float dzv = elu + erv > 0.f ? ds : ds * a.slope;
           const float dzv2 = elu2 + erv > 0.f ? ds2 : ds2 * a.slope;
           ger += dzv;
-          a.dz[j * a.H + h] = make_float2(aj * drop_factor(a, j, h), dzv);
+          a.dz[j * a.H + hd] = make_float2(aj * drop_factor(a, j, hd), dzv);
           if (two) {
             ger += dzv2;
-            a.dz[j2 * a.H + h] = make_float2(aj2 * drop_factor(a, j2, h), dzv2);
+            a.dz[j2 * a.H + hd] = make_float2(aj2 * drop_factor(a, j2, hd), dzv2);
           }
         }
       }
     }
-    for (int64_t j = b + lane; j < e && !paired; j += 32) {
+    for (int64_t j = b + x; j < e && hdv && !paired; j += XS) {
       const int64_t u = __ldg(a.col + j);
-      const float aj = elem::ldg1(a.attn_in + j * a.H + h);
-      const float ds = aj * (da(j * a.H + h) - t);
-      const float dzv = elem::ldg1(a.el + u * a.H + h) + erv > 0.f ? ds : ds * a.slope;
+      const float aj = elem::ldg1(a.attn_in + j * a.H + hd);
+      const float ds = aj * (da(j * a.H + hd) - t);
+      const float dzv = elem::ldg1(a.el + u * a.H + hd) + erv > 0.f ? ds : ds * a.slope;
       ger += dzv;
-      if constexpr (kAtomic) atomicAdd(a.grad_el + u * a.H + h, dzv);
-      else a.dz[j * a.H + h] = make_float2(aj * drop_factor(a, j, h), dzv);
+      if constexpr (kAtomic) atomicAdd(a.grad_el + u * a.H + hd, dzv);
+      else a.dz[j * a.H + hd] = make_float2(aj * drop_factor(a, j, hd), dzv);
     }
-    ger = attention::warp_sum(ger);
-    if (lane == 0) {
-      if (part == kRows) a.grad_er[v * a.H + h] = ger;
-      else atomicAdd(a.grad_er + v * a.H + h, ger);
+    for (int off = 16; off >= HC; off >>= 1) ger += __shfl_xor_sync(kFullMask, ger, off);
+    if (x == 0 && hdv) {
+      if (part == kRows) a.grad_er[v * a.H + hd] = ger;
+      else atomicAdd(a.grad_er + v * a.H + hd, ger);
     }
   }
 }
@@ -781,23 +800,29 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
     for (int64_t h = lane; h < a.H; h += 32) a.grad_el[u * a.H + h] = 0.f;
     return;
   }
-  const int G = 1 << a.g_log2, NG = 32 >> a.g_log2;
-  const int grp = lane >> a.g_log2, gl = lane & (G - 1);
+  // Groups of HC heads of GH lanes, as in the destination pass (bwd_dst_range).
+  const int gh_log2 = a.g_log2, grp_log2 = gh_log2 + a.hc_log2;
+  const int GH = 1 << gh_log2, G = 1 << grp_log2, NG = 32 >> grp_log2;
+  const int grp = lane >> grp_log2, gl = lane & (GH - 1);
+  const int hi = (lane >> gh_log2) & ((1 << a.hc_log2) - 1);
   // Edges in flight per group: kUnroll, fewer when a lane holds more than 16 bytes of them.
   constexpr int kU = K * V * int(sizeof(T)) > 16 ? 2 : kUnroll;
   using P = elem::Packed<T, V>;
-  for (int64_t h = 0; h < a.H; ++h) {
+  for (int64_t h0 = 0; h0 < a.H; h0 += int64_t{1} << a.hc_log2) {
+    // A lane of a head past H reads the last head's pairs and stores nothing.
+    const bool hv = h0 + hi < a.H;
+    const int64_t h = hv ? h0 + hi : a.H - 1;
     // grad_el's sum of d_z rides in the first feature pass: each group adds the d_z of its
     // edges (every lane of a group the same), instead of a separate walk over the edges
     // (H100, F = 32, H = 1: kron21 6.13 -> 5.99 ms, Reddit-shaped 10.79 -> 10.02 ms).
     float s = 0.f;
     for (int pass = 0; pass < a.passes; ++pass) {
       // This lane's K vectors of the pass: vi(c) = (pass * K + c) * G + gl, those below nv.
-      const int vi0 = pass * K * G + gl;
-      const int nvk = vi0 < a.nv ? min(K, (a.nv - vi0 + G - 1) / G) : 0;
+      const int vi0 = pass * K * GH + gl;
+      const int nvk = hv && vi0 < a.nv ? min(K, (a.nv - vi0 + GH - 1) / GH) : 0;
       const bool first = pass == 0;
       const int64_t foff = h * a.F + static_cast<int64_t>(vi0) * V;
-      const int64_t kstride = static_cast<int64_t>(G) * V;
+      const int64_t kstride = static_cast<int64_t>(GH) * V;
       auto gather = [&](P (&y)[K], int64_t dst) {
         const T* row = a.grad_out + dst * a.W + foff;
 #pragma unroll
@@ -857,7 +882,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
     }
     // The groups' sums (each group's lanes agree) add to the row's.
     for (int off = 16; off >= G; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
-    if (lane == 0) {
+    if (grp == 0 && gl == 0 && hv) {
       if (split) atomicAdd(a.grad_el + u * a.H + h, s);
       else a.grad_el[u * a.H + h] = s;
     }
@@ -1323,6 +1348,26 @@ bool bwd_e2(const HeadLanes& l) {
   return !off && l.K == 1 && l.passes == 1;
 }
 
+// Heads per thread group of the backward (log2): as many as fit 32 lanes (at most H rounded up
+// to a power of two) for heads of one vector a lane (K = 1), else one. A group walks an edge
+// once for all its heads: one read of the edge's source (and perm), the heads' (weight, d_z)
+// pairs of an edge stored and loaded side by side, and the gathered row's heads contiguous.
+// One head at a time walked the row H times and touched each pair's sector H times. Reddit
+// shape, H200, backward (both passes), float32 / bfloat16 ms: four heads of 16 52.3 -> 20.2 /
+// 42.7 -> 12.7, eight of 8 127.0 -> 28.4 / 115.8 -> 20.6; one head unchanged (docs/GAT_NOTES.md,
+// "Several heads a group"). SPGNN_GAT_BWD_HEADS=1 in the environment keeps one head a group (a
+// tuning hook, like SPGNN_GAT_BWD_E2).
+int bwd_heads_log2(const HeadLanes& l, int64_t H) {
+  static const bool off = [] {
+    const char* env = std::getenv("SPGNN_GAT_BWD_HEADS");
+    return env && std::string(env) == "1";
+  }();
+  if (off || l.K != 1) return 0;
+  int hc = 0;
+  while ((int64_t{1} << hc) < H && l.g_log2 + hc < 5) ++hc;
+  return hc;
+}
+
 template <class I, class T>
 void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, float2* dz,
               float* grad_feat, float* grad_el, float* grad_er, cudaStream_t st) {
@@ -1342,6 +1387,7 @@ void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, fl
   a.heavy_deg = heavy_deg;
   const HeadLanes l = head_lanes(nv, V);
   a.g_log2 = l.g_log2;
+  a.hc_log2 = bwd_heads_log2(l, p.H);
   a.passes = l.passes;
   a.e2 = bwd_e2(l);
   const bool k1 = l.K == 1;  // else K = 8 / V
