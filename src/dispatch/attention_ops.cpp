@@ -8,7 +8,7 @@
 //     parameters warps = warps per block, heavy_deg = rows with more edges are split over several
 //     warps (forward and backward; unset: 1024 forward; backward 256 or 4x the average
 //     degree, attention_kernels.hpp), heads_per_chunk = heads sharing one pass over the edges
-//     (forward; 0 = as many as one warp pass holds, up to 4), bwd_atomic = 1 to scatter source gradients with
+//     (forward; 0 = as many as one warp pass holds, up to 8), bwd_atomic = 1 to scatter source gradients with
 //     atomics instead of gathering them over the cached transpose), unfused (forward only:
 //     spgnn's own gsddmm -> LeakyReLU -> edge_softmax -> [dropout] -> gspmm, on either device),
 //     cpu, cpu_ref.
@@ -91,7 +91,7 @@ const std::map<std::string, std::pair<std::vector<int64_t>, int64_t>>& gat_fused
       {"warps", {{1, 2, 4, 8, 16}, 4}},
       {"bwd_atomic", {{0, 1}, 0}},
       {"heavy_deg", {{64, 128, 256, 512, 1024, 2048, 4096}, 1024}},
-      {"heads_per_chunk", {{0, 1, 2, 4}, 0}}};
+      {"heads_per_chunk", {{0, 1, 2, 4, 8}, 0}}};
   return p;
 }
 

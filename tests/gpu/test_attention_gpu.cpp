@@ -303,16 +303,17 @@ TEST(GatFusedGpu, EveryParameterValueAndStream) {
 TEST(GatFusedGpu, HeadsPerChunkAndWideHeads) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
-  // heads_per_chunk forces 1, 2 or 4 heads per pass over the edges (auto takes all heads on
+  // heads_per_chunk forces 1, 2, 4 or 8 heads per pass over the edges (auto takes all heads on
   // these small graphs); H = 3 and 5 leave a partly filled last chunk; F = 3 and 33 use scalar
   // loads, 3 * 4 heads = 12 of 16 lanes. heavy_deg = 64 also sends R-MAT's hubs and the half
   // row through the split-row kernels with the same chunks, and through the backward's. The
   // backward's groups take 4 heads (bwd_heads_log2) here, so H = 3 and 5 leave lanes of a group
-  // with no head, and H = 8, F = 1 is 8 heads of one lane.
+  // with no head, and H = 8, F = 1 is 8 heads of one lane. H = 6, F = 4 leaves two of 8 heads of
+  // a chunk empty; H = 8, F = 12 is 8 heads of 3 float4 lanes (24 of 32).
   int i = 0;
-  for (int64_t hpc : {1, 2, 4})
+  for (int64_t hpc : {1, 2, 4, 8})
     for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{3, 3}, {4, 8}, {5, 32}, {8, 1},
-                                                                {2, 33}})
+                                                                {2, 33}, {6, 4}, {8, 12}})
       for (GraphKind k : {GraphKind::rmat, GraphKind::half_row, GraphKind::empty_rows}) {
         if (quick() && (k == GraphKind::empty_rows || hpc == 2)) continue;
         ++i;

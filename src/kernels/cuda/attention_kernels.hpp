@@ -22,7 +22,7 @@ void cuda_copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst
 
 // TLPGNN-style fused GAT (gat_fused.cu). Forward: `warps` = warps per block; rows with more than
 // `heavy_deg` edges are split over several warps; `heads_per_chunk` (0 = as many as one warp
-// pass holds, else 1, 2 or 4) heads share one pass over the edges (see gat_fused.cu). Backward,
+// pass holds, else 1, 2, 4 or 8) heads share one pass over the edges (see gat_fused.cu). Backward,
 // a warp per vertex, rows with more than `heavy_deg` edges (of the graph, and of the transpose)
 // split over several warps: atomic = false gathers source gradients over p.gt / p.perm (one warp
 // per source); atomic = true scatters them with atomics from the destination rows (no

@@ -144,7 +144,7 @@ __device__ __forceinline__ float drop_factor(const GatArgs<I, T>& a, int64_t j, 
 // logits, groups over feature vectors for the gathers); the attention weights of all but the last
 // batch are stored raw and normalised at the end of the row (fwd_finish_attn, a coalesced re-read
 // of what the same lanes just wrote). No nnz x F intermediate is ever written.
-constexpr int kMaxHc = 4;          // heads per chunk at most (per-lane softmax state)
+constexpr int kMaxHc = 8;          // heads per chunk at most (a logit lane per head)
 constexpr int64_t kLongDeg = 32;   // rows above this many edges get a whole warp
 constexpr int kUnrollB = 8;        // feature loads in flight per lane
 
@@ -1145,25 +1145,27 @@ HeadLanes head_lanes(int64_t nv, int V) {
   return l;
 }
 
-// SPGNN_GAT_HEADS_PER_CHUNK=1|2|4 in the environment replaces the default below when the
+// SPGNN_GAT_HEADS_PER_CHUNK=1|2|4|8 in the environment replaces the default below when the
 // schedule leaves heads_per_chunk at 0 (tuning hook, like SPGNN_GNNONE_MAX_GROUP).
 int forced_heads_per_chunk() {
   static const int hc = [] {
     const char* env = std::getenv("SPGNN_GAT_HEADS_PER_CHUNK");
     const int v = env ? std::atoi(env) : 0;
-    return (v == 1 || v == 2 || v == 4) ? v : 0;
+    return (v == 1 || v == 2 || v == 4 || v == 8) ? v : 0;
   }();
   return hc;
 }
 
 // V: float4 / float2 / float by F's divisibility (and pointer alignment), so a vector never
 // straddles two heads. Heads of at most 32 vectors: HC heads per chunk, by default the most
-// (<= 4, <= H rounded up to a power of two, HC * F / V <= 32 lanes). Keeping the gathered
+// (<= 8, <= H rounded up to a power of two, HC * F / V <= 32 lanes). Keeping the gathered
 // columns within L2 (gnnone's rule, 60% of L2) was the first default and lost on the H100 at
 // H = 4, F = 32: Reddit-shaped 19.9 / 15.0 / 14.0 ms and R-MAT 21 9.0 / 7.3 / 6.5 ms with 1 / 2 / 4
 // heads per chunk (docs/GAT_NOTES.md): a chunk re-reads col and el and recomputes the logits,
-// and the row's latency chain is paid once per chunk. Wider heads (head_lanes): one head a
-// chunk, K vectors a lane, chunks of G * K vectors.
+// and the row's latency chain is paid once per chunk. Eight heads a chunk (four before) on the
+// Reddit shape, H200, H = 8, float32 ms: F = 4 15.46 -> 11.89, F = 8 16.72 -> 13.70, F = 16
+// 20.27 -> 17.94 (bfloat16 alike). Wider heads (head_lanes): one head a chunk, K vectors a
+// lane, chunks of G * K vectors.
 FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
   FwdGeometry geo;
   geo.V = row_vector(p, {p.feat->raw(), p.out->raw()}, nullptr, 4);
