@@ -4,6 +4,7 @@
     python speed_vs_pyg.py                                   # a 20k-node random graph, GCN/GIN/SAGE/GAT
     python speed_vs_pyg.py --graph G.npy --models gcn,sage    # an edge_index .npy (row 0 = source)
     python speed_vs_pyg.py --graph ../../../shared/data/amazon-computers
+    python speed_vs_pyg.py --models gat --size gat=2,8,8     # the GAT paper's 8 heads of 8
 
 Per model: median ms of a training step (forward, loss, backward, Adam) after warm-up, for
 spgnn (eager, and compiled with torch.compile(fullgraph=True)) and PyG, both at their best: PyG
@@ -183,6 +184,23 @@ def load_graph(spec, device):
     return ei.to(device), int(ei.max()) + 1
 
 
+def parse_size(ap, spec):
+    """(layers, hidden, heads) of a --size MODEL=LAYERS,HIDDEN,HEADS, or an argparse error."""
+    name, eq, rest = spec.partition("=")
+    if name not in MODELS or not eq:
+        ap.error(f"--size {spec}: expected MODEL=LAYERS,HIDDEN,HEADS with MODEL one of "
+                 f"{', '.join(MODELS)}")
+    try:
+        layers, hidden, heads = (int(v) for v in rest.split(","))
+    except ValueError:
+        ap.error(f"--size {spec}: expected three integers LAYERS,HIDDEN,HEADS after '='")
+    if min(layers, hidden, heads) < 1:
+        ap.error(f"--size {spec}: LAYERS, HIDDEN and HEADS must be >= 1")
+    if heads != 1 and name != "gat":
+        ap.error(f"--size {spec}: only gat has heads (HEADS must be 1 for {name})")
+    return layers, hidden, heads
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graph", default="random:20000:25",
@@ -198,12 +216,18 @@ def main():
                          "(OGB's scripts)")
     ap.add_argument("--skip-pyg", action="store_true")
     ap.add_argument("--skip-compile", action="store_true")
+    ap.add_argument("--size", action="append", default=[], metavar="MODEL=LAYERS,HIDDEN,HEADS",
+                    help="a model's sizes instead of the training suite's (repeatable; e.g. "
+                         "gat=2,8,8: two layers, 8 heads of 8 in the hidden one)")
     ap.add_argument("--json", default="", help="also write the results to this file")
     a = ap.parse_args()
     names = a.models.split(",")
     bad = [n for n in names if n not in MODELS]
     if bad:
         ap.error(f"unknown model(s) {bad}; choose from {', '.join(MODELS)}")
+    sizes = dict(MODELS)
+    for spec in a.size:
+        sizes[spec.partition("=")[0]] = parse_size(ap, spec)
     for flag, v, lo in (("--epochs", a.epochs, 1), ("--warmup", a.warmup, 0),
                         ("--features", a.features, 1), ("--classes", a.classes, 2)):
         if v < lo:
@@ -223,29 +247,32 @@ def main():
     adj_t = None
     results = {}
     fmt = lambda r: f"{r:.2f}" if isinstance(r, float) else r  # noqa: E731
+    for name in names:
+        if sizes[name] != MODELS[name]:
+            print(f"{name}: {sizes[name][0]} layers, hidden {sizes[name][1]}, "
+                  f"{sizes[name][2]} heads", flush=True)
     print(f"{'model':<6} {'spgnn':>10} {'compiled':>10} {'PyG ei':>10} {'PyG adj_t':>10} "
           f"{'vs PyG':>8}", flush=True)
     for name in names:
         r = {}
         torch.manual_seed(0)
-        r["spgnn"] = attempt(lambda: time_training(make_model(spgnn.nn, name, a.features, a.classes),
-                                                   x, y, mask, ei, a.epochs, a.warmup))
+        mk = lambda lib: make_model(lib, name, a.features, a.classes, sizes=sizes[name])  # noqa: E731
+        r["spgnn"] = attempt(lambda: time_training(mk(spgnn.nn), x, y, mask, ei, a.epochs,
+                                                   a.warmup))
         if not a.skip_compile:
             torch._dynamo.reset()
             r["spgnn_compiled"] = attempt(lambda: time_training(
-                make_model(spgnn.nn, name, a.features, a.classes), x, y, mask, ei, a.epochs,
-                a.warmup, compile_=True))
+                mk(spgnn.nn), x, y, mask, ei, a.epochs, a.warmup, compile_=True))
         if not a.skip_pyg:
             import torch_geometric.nn as pyg
             from torch_geometric.utils import to_torch_csr_tensor
             r["pyg_edge_index"] = attempt(lambda: time_training(
-                make_model(pyg, name, a.features, a.classes), x, y, mask, ei, a.epochs, a.warmup))
+                mk(pyg), x, y, mask, ei, a.epochs, a.warmup))
             if adj_t is None:
                 # PyG's lean path: adj_t (rows = targets), so convs run one SpMM per layer
                 adj_t = to_torch_csr_tensor(ei.flip(0), size=(n, n))
             r["pyg_adj_t"] = attempt(lambda: time_training(
-                make_model(pyg, name, a.features, a.classes), x, y, mask, adj_t, a.epochs,
-                a.warmup))
+                mk(pyg), x, y, mask, adj_t, a.epochs, a.warmup))
         best = min((v for k, v in r.items() if k.startswith("pyg") and isinstance(v, float)),
                    default=None)
         sp = f"{best / r['spgnn']:.2f}x" if best and isinstance(r["spgnn"], float) else "-"
@@ -255,7 +282,9 @@ def main():
               f"{sp:>8}", flush=True)
     if a.json:
         write_json(a.json, {"graph": a.graph, "nodes": n, "edges": int(ei.shape[1]),
-                            "torch": torch.__version__, "device": str(dev), "ms": results})
+                            "torch": torch.__version__, "device": str(dev), "ms": results,
+                            "sizes": {k: dict(zip(("layers", "hidden", "heads"), sizes[k]))
+                                      for k in names}})
     return 0
 
 

@@ -866,12 +866,24 @@ def test_examples_check_their_flags_and_data(tmp_path):
             ("train_gcn.py", ["--device", "tpu"], "--device: expected cpu, cuda or cuda:N"),
             ("train_sage.py", ["--dataset", tmp_path / "none"], "no directory"),
             ("speed_vs_pyg.py", ["--graph", "random:x"], "expected random:N:DEG"),
+            ("speed_vs_pyg.py", ["--size", "gat=2,8"], "expected three integers"),
+            ("speed_vs_pyg.py", ["--size", "gat=2,0,8"], "must be >= 1"),
+            ("speed_vs_pyg.py", ["--size", "sage=2,8,4"], "only gat has heads"),
+            ("speed_vs_pyg.py", ["--size", "mlp=2,8,1"], "expected MODEL=LAYERS,HIDDEN,HEADS"),
             ("hetero_sage.py", ["--epochs", "0"], "--epochs must be >= 1")):
         r = run(script, *args)
         assert r.returncode != 0 and what in r.stderr, (script, args, r.stderr[-2000:])
         assert "Traceback" not in r.stderr, r.stderr[-2000:]
     r = run("train_gcn.py", "--dataset", ds, "--epochs", "3", "--device", "cpu")
     assert r.returncode == 0 and "test accuracy" in r.stdout, r.stderr[-2000:]
+    r = run("speed_vs_pyg.py", "--graph", "random:40:3", "--models", "gat", "--size", "gat=2,4,3",
+            "--features", "8", "--classes", "3", "--epochs", "1", "--warmup", "0", "--device",
+            "cpu", "--skip-pyg", "--skip-compile", "--json", tmp_path / "speed.json")
+    assert r.returncode == 0 and "gat: 2 layers, hidden 4, 3 heads" in r.stdout, r.stderr[-2000:]
+    import json
+    out = json.loads((tmp_path / "speed.json").read_text())
+    assert out["sizes"]["gat"] == {"layers": 2, "hidden": 4, "heads": 3}
+    assert isinstance(out["ms"]["gat"]["spgnn"], float), out
     np.save(ds / "edge_index.npy", np.array([[0, 99], [1, 0]], dtype=np.int64))
     r = run("train_gcn.py", "--dataset", ds, "--epochs", "3", "--device", "cpu")
     assert r.returncode != 0 and "references vertex 99" in r.stderr, r.stderr[-2000:]
