@@ -37,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/device.hpp"
@@ -614,69 +615,49 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
   // The d_z loop's lanes: (x, hj), head h0 + hj of the edges b + x, b + x + XS, ... so that
   // consecutive lanes store consecutive (edge, head) pairs.
   const int hj = lane & (HC - 1), x = lane >> hc_log2, XS = 32 >> hc_log2;
-  // bwd_e2: each group takes edges j and j + NG at once (the dot products), each lane j and
-  // j + XS (d_z), every load of the pair before its stores.
+  // bwd_e2: E = 2 edges at once, j and j + NG a group (the dot products) and j and j + XS a lane
+  // (d_z), every load of the step before its stores; else E = 1. The last step's second edge
+  // may not exist (ok[1]): it re-reads edge j's source and stores nothing.
   constexpr bool kPairable = !kAtomic && K == 1;
   const bool paired = kPairable && a.e2;
-  for (int64_t h0 = 0; h0 < a.H; h0 += HC) {
-    const int64_t h = h0 + hi;
-    const bool hv = h < a.H;
-    float t = 0.f;
-    if (part != kSegGrads) {
-      if constexpr (kPairable) {
-        if (paired) {
-          for (int64_t j = b + grp; j < e; j += 2 * NG) {
-            const int64_t j2 = j + NG;
-            const bool two = j2 < e;
-            const int64_t u = __ldg(a.col + j);
-            const int64_t u2 = two ? static_cast<int64_t>(__ldg(a.col + j2)) : u;
-            float d = 0.f, d2 = 0.f;
-            if (hv)
-              each_vector(h, [&](int64_t foff) {
-                float x1[V], x2[V], y[V];
-                elem::load<V>(x1, a.feat + u * a.W + foff);
-                elem::load<V>(x2, a.feat + u2 * a.W + foff);
-                elem::load<V>(y, gv + foff);
+  // The destination pass's dot products of head h (t: the lane's share of sum a_e d_a_e).
+  auto dots = [&](auto e_count, int64_t h, bool hv, float& t) {
+    constexpr int E = decltype(e_count)::value;
+    for (int64_t j = b + grp; j < e; j += E * NG) {
+      int64_t jx[E], u[E];
+      bool ok[E];
 #pragma unroll
-                for (int q = 0; q < V; ++q) {
-                  d = fmaf(x1[q], y[q], d);
-                  d2 = fmaf(x2[q], y[q], d2);
-                }
-              });
-            for (int off = GH >> 1; off; off >>= 1) {
-              d += __shfl_xor_sync(gmask, d, off);
-              d2 += __shfl_xor_sync(gmask, d2, off);
-            }
-            if (!hv) continue;
-            d *= drop_factor(a, j, h);
-            t = fmaf(elem::ldg1(a.attn_in + j * a.H + h), d, t);
-            if (gl == 0) da(j * a.H + h) = d;
-            if (two) {
-              d2 *= drop_factor(a, j2, h);
-              t = fmaf(elem::ldg1(a.attn_in + j2 * a.H + h), d2, t);
-              if (gl == 0) da(j2 * a.H + h) = d2;
-            }
-          }
-        }
+      for (int xe = 0; xe < E; ++xe) {
+        jx[xe] = j + xe * NG;
+        ok[xe] = xe == 0 || jx[xe] < e;
+        u[xe] = __ldg(a.col + (ok[xe] ? jx[xe] : j));
       }
-      for (int64_t j = b + grp; j < e && !paired; j += NG) {
-        const int64_t u = __ldg(a.col + j);
-        float d = 0.f;
-        if (hv)
-          each_vector(h, [&](int64_t foff) {
-            float x1[V], y[V];
-            elem::load<V>(x1, a.feat + u * a.W + foff);
-            elem::load<V>(y, gv + foff);
+      float d[E];
 #pragma unroll
-            for (int q = 0; q < V; ++q) d = fmaf(x1[q], y[q], d);
-          });
-        for (int off = GH >> 1; off; off >>= 1) d += __shfl_xor_sync(gmask, d, off);
-        if (!hv) continue;
-        const float mask = drop_factor(a, j, h);
-        d *= mask;
-        const float aj = elem::ldg1(a.attn_in + j * a.H + h);
-        t = fmaf(aj, d, t);
-        if (gl == 0) da(j * a.H + h) = d;
+      for (int xe = 0; xe < E; ++xe) d[xe] = 0.f;
+      if (hv)
+        each_vector(h, [&](int64_t foff) {
+          float xs[E][V], y[V];
+#pragma unroll
+          for (int xe = 0; xe < E; ++xe) elem::load<V>(xs[xe], a.feat + u[xe] * a.W + foff);
+          elem::load<V>(y, gv + foff);
+#pragma unroll
+          for (int xe = 0; xe < E; ++xe)
+#pragma unroll
+            for (int q = 0; q < V; ++q) d[xe] = fmaf(xs[xe][q], y[q], d[xe]);
+        });
+      for (int off = GH >> 1; off; off >>= 1)
+#pragma unroll
+        for (int xe = 0; xe < E; ++xe) d[xe] += __shfl_xor_sync(gmask, d[xe], off);
+      if (!hv) continue;
+#pragma unroll
+      for (int xe = 0; xe < E; ++xe) {
+        if (!ok[xe]) continue;
+        const float mask = drop_factor(a, jx[xe], h);
+        d[xe] *= mask;
+        const float aj = elem::ldg1(a.attn_in + jx[xe] * a.H + h);
+        t = fmaf(aj, d[xe], t);
+        if (gl == 0) da(jx[xe] * a.H + h) = d[xe];
         if constexpr (kAtomic) {
           const float w = aj * mask;
           if (w != 0.f)
@@ -685,9 +666,52 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
               elem::load<V>(y, gv + foff);
 #pragma unroll
               for (int q = 0; q < V; ++q) y[q] *= w;
-              atomic_add_f32<V>(a.grad_feat + u * a.W + foff, y);
+              atomic_add_f32<V>(a.grad_feat + u[xe] * a.W + foff, y);
             });
         }
+      }
+    }
+  };
+  // d_z of head hd's edges (from the row's t), stored with the dropped weight, summed into ger.
+  auto dzs = [&](auto e_count, int64_t hd, float t, float erv, float& ger) {
+    constexpr int E = decltype(e_count)::value;
+    for (int64_t j = b + x; j < e; j += E * XS) {
+      int64_t jx[E], u[E];
+      bool ok[E];
+      float aj[E], dj[E], elu[E];
+#pragma unroll
+      for (int xe = 0; xe < E; ++xe) {
+        jx[xe] = j + xe * XS;
+        ok[xe] = xe == 0 || jx[xe] < e;
+        u[xe] = __ldg(a.col + (ok[xe] ? jx[xe] : j));
+        aj[xe] = ok[xe] ? elem::ldg1(a.attn_in + jx[xe] * a.H + hd) : 0.f;
+        dj[xe] = ok[xe] ? da(jx[xe] * a.H + hd) : 0.f;
+      }
+#pragma unroll
+      for (int xe = 0; xe < E; ++xe) elu[xe] = elem::ldg1(a.el + u[xe] * a.H + hd);
+#pragma unroll
+      for (int xe = 0; xe < E; ++xe) {
+        if (!ok[xe]) continue;
+        const float ds = aj[xe] * (dj[xe] - t);
+        const float dzv = elu[xe] + erv > 0.f ? ds : ds * a.slope;
+        ger += dzv;
+        if constexpr (kAtomic) atomicAdd(a.grad_el + u[xe] * a.H + hd, dzv);
+        else a.dz[jx[xe] * a.H + hd] = make_float2(aj[xe] * drop_factor(a, jx[xe], hd), dzv);
+      }
+    }
+  };
+  using One = std::integral_constant<int, 1>;
+  using Two = std::integral_constant<int, 2>;
+  for (int64_t h0 = 0; h0 < a.H; h0 += HC) {
+    const int64_t h = h0 + hi;
+    const bool hv = h < a.H;
+    float t = 0.f;
+    if (part != kSegGrads) {
+      if constexpr (kPairable) {
+        if (paired) dots(Two{}, h, hv, t);
+        else dots(One{}, h, hv, t);
+      } else {
+        dots(One{}, h, hv, t);
       }
       // Every lane of a head holds its group's t; summing across groups counts each edge once.
       for (int off = 16; off >= G; off >>= 1) t += __shfl_xor_sync(kFullMask, t, off);
@@ -705,39 +729,13 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
     const bool hdv = hd < a.H;
     const float erv = hdv ? elem::ldg1(a.er + v * a.H + hd) : 0.f;
     float ger = 0.f;
-    if constexpr (kPairable) {
-      if (paired) {
-        for (int64_t j = b + x; j < e && hdv; j += 2 * XS) {
-          const int64_t j2 = j + XS;
-          const bool two = j2 < e;
-          const int64_t u = __ldg(a.col + j);
-          const int64_t u2 = two ? static_cast<int64_t>(__ldg(a.col + j2)) : u;
-          const float aj = elem::ldg1(a.attn_in + j * a.H + hd);
-          const float aj2 = two ? elem::ldg1(a.attn_in + j2 * a.H + hd) : 0.f;
-          const float dj = da(j * a.H + hd);
-          const float dj2 = two ? da(j2 * a.H + hd) : 0.f;
-          const float elu = elem::ldg1(a.el + u * a.H + hd);
-          const float elu2 = elem::ldg1(a.el + u2 * a.H + hd);
-          const float ds = aj * (dj - t), ds2 = aj2 * (dj2 - t);
-          const float dzv = elu + erv > 0.f ? ds : ds * a.slope;
-          const float dzv2 = elu2 + erv > 0.f ? ds2 : ds2 * a.slope;
-          ger += dzv;
-          a.dz[j * a.H + hd] = make_float2(aj * drop_factor(a, j, hd), dzv);
-          if (two) {
-            ger += dzv2;
-            a.dz[j2 * a.H + hd] = make_float2(aj2 * drop_factor(a, j2, hd), dzv2);
-          }
-        }
+    if (hdv) {
+      if constexpr (kPairable) {
+        if (paired) dzs(Two{}, hd, t, erv, ger);
+        else dzs(One{}, hd, t, erv, ger);
+      } else {
+        dzs(One{}, hd, t, erv, ger);
       }
-    }
-    for (int64_t j = b + x; j < e && hdv && !paired; j += XS) {
-      const int64_t u = __ldg(a.col + j);
-      const float aj = elem::ldg1(a.attn_in + j * a.H + hd);
-      const float ds = aj * (da(j * a.H + hd) - t);
-      const float dzv = elem::ldg1(a.el + u * a.H + hd) + erv > 0.f ? ds : ds * a.slope;
-      ger += dzv;
-      if constexpr (kAtomic) atomicAdd(a.grad_el + u * a.H + hd, dzv);
-      else a.dz[j * a.H + hd] = make_float2(aj * drop_factor(a, j, hd), dzv);
     }
     for (int off = 16; off >= HC; off >>= 1) ger += __shfl_xor_sync(kFullMask, ger, off);
     if (x == 0 && hdv) {
