@@ -35,17 +35,25 @@ void softmax_forward(const SoftmaxProblem& p) {
   const float* s = p.scores->data<float>();
   float* o = p.out->data<float>();
   const bool par = kParallel && g.nnz() * H >= kMinParallelWork;
-#pragma omp parallel for schedule(dynamic, 64) if (par)
-  for (int64_t v = 0; v < n; ++v) {
-    const int64_t b = rowptr[v], e = rowptr[v + 1];
-    if (b == e) continue;
-    for (int64_t h = 0; h < H; ++h) {
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t j = b; j < e; ++j) m = std::max(m, s[j * H + h]);
-      Acc z = 0;
-      for (int64_t j = b; j < e; ++j) z += exp_of<Acc>(Acc(s[j * H + h]) - Acc(m));
-      for (int64_t j = b; j < e; ++j)
-        o[j * H + h] = static_cast<float>(exp_of<Acc>(Acc(s[j * H + h]) - Acc(m)) / z);
+#pragma omp parallel if (par)
+  {
+    std::vector<Acc> x;  // a row's exps, one per edge (as gat_forward)
+#pragma omp for schedule(dynamic, 64)
+    for (int64_t v = 0; v < n; ++v) {
+      const int64_t b = rowptr[v], e = rowptr[v + 1];
+      if (b == e) continue;
+      x.resize(static_cast<size_t>(e - b));
+      for (int64_t h = 0; h < H; ++h) {
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t j = b; j < e; ++j) m = std::max(m, s[j * H + h]);
+        Acc z = 0;
+        for (int64_t j = b; j < e; ++j) {
+          x[j - b] = exp_of<Acc>(Acc(s[j * H + h]) - Acc(m));
+          z += x[j - b];
+        }
+        const Acc iz = Acc(1) / z;
+        for (int64_t j = b; j < e; ++j) o[j * H + h] = static_cast<float>(x[j - b] * iz);
+      }
     }
   }
 }
