@@ -3,8 +3,9 @@
 // unfused composition, on fresh random graphs of every shape in test_util.hpp (rows without
 // edges, a star, one row with half the edges, n = 1, no edges), int32 and int64 indices,
 // H in {1, 2, 4, 8}, F in {1, 3, 8, 16, 32, 33, 64, 128}, dropout on and off, default and
-// non-default streams; the fused forward's column chunks (1, 2 or 4 heads per pass, H not a
-// multiple of them, heads wider than one warp pass), rows split over several warps, and rows of
+// non-default streams; the fused forward's column chunks (1, 2, 4 or 8 heads per pass, H not a
+// multiple of them, heads wider than one warp pass) and the backward's groups of several heads,
+// rows split over several warps, and rows of
 // every length class (group, warp, split) on one graph; the same in float16 and bfloat16 (the
 // half path). Outputs are poisoned with NaN before each GPU run.
 // SPGNN_TEST_QUICK=1 (compute-sanitizer runs) shrinks graphs and sweeps.
