@@ -164,10 +164,15 @@ void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink
     const float* gv = gout + v * W + h * F;
     Acc t = 0;
     for (int64_t j = b; j < e; ++j) {
-      const float* x = feat + static_cast<int64_t>(col[j]) * W + h * F;
+      // A dropped edge's d_a is 0: its source row is not read.
+      const Acc m = drop ? Acc(attention_dropout_factor(p.seed, j, h, p.dropout, p.dropout_scale))
+                         : Acc(1);
       Acc d = 0;
-      for (int64_t f = 0; f < F; ++f) d += Acc(gv[f]) * Acc(x[f]);
-      if (drop) d *= Acc(attention_dropout_factor(p.seed, j, h, p.dropout, p.dropout_scale));
+      if (m != Acc(0)) {
+        const float* x = feat + static_cast<int64_t>(col[j]) * W + h * F;
+        for (int64_t f = 0; f < F; ++f) d += Acc(gv[f]) * Acc(x[f]);
+        d *= m;
+      }
       da[static_cast<size_t>(j - b)] = d;
       t += Acc(attn[j * H + h]) * d;
     }
