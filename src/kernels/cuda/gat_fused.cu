@@ -1143,13 +1143,19 @@ HeadLanes head_lanes(int64_t nv, int V) {
   return l;
 }
 
+// The tuning hooks below (environment variables, read once each) let one binary time a choice
+// both ways in one run; unset, every default holds. env_value: the variable's value, or "".
+std::string env_value(const char* name) {
+  const char* env = std::getenv(name);
+  return env ? env : "";
+}
+
 // SPGNN_GAT_HEADS_PER_CHUNK=1|2|4|8 in the environment replaces the default below when the
 // schedule leaves heads_per_chunk at 0 (tuning hook, like SPGNN_GNNONE_MAX_GROUP).
 int forced_heads_per_chunk() {
   static const int hc = [] {
-    const char* env = std::getenv("SPGNN_GAT_HEADS_PER_CHUNK");
-    const int v = env ? std::atoi(env) : 0;
-    return (v == 1 || v == 2 || v == 4 || v == 8) ? v : 0;
+    const std::string v = env_value("SPGNN_GAT_HEADS_PER_CHUNK");
+    return v == "1" || v == "2" || v == "4" || v == "8" ? std::stoi(v) : 0;
   }();
   return hc;
 }
@@ -1198,10 +1204,7 @@ FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
 // 9.58 -> 7.98 (docs/GAT_NOTES.md, "Two edges a lane"). SPGNN_GAT_FWD_E2=0 in the environment
 // turns it off (a tuning hook, like SPGNN_GAT_HEADS_PER_CHUNK).
 bool fwd_e2(const FwdGeometry& geo) {
-  static const bool off = [] {
-    const char* env = std::getenv("SPGNN_GAT_FWD_E2");
-    return env && std::string(env) == "0";
-  }();
+  static const bool off = env_value("SPGNN_GAT_FWD_E2") == "0";
   return !off && geo.K == 1 && (2 << (geo.g_log2 - geo.hc_log2)) <= kUnrollB;
 }
 
@@ -1341,10 +1344,7 @@ void backward_v(GatArgs<I, T> a, const GatProblem& p, int warps, bool atomic, in
 // on the H100 at F = 32 lost: it held all four rows' vectors; this holds two.)
 // SPGNN_GAT_BWD_E2=0 in the environment turns it off (a tuning hook).
 bool bwd_e2(const HeadLanes& l) {
-  static const bool off = [] {
-    const char* env = std::getenv("SPGNN_GAT_BWD_E2");
-    return env && std::string(env) == "0";
-  }();
+  static const bool off = env_value("SPGNN_GAT_BWD_E2") == "0";
   return !off && l.K == 1 && l.passes == 1;
 }
 
@@ -1358,10 +1358,7 @@ bool bwd_e2(const HeadLanes& l) {
 // "Several heads a group"). SPGNN_GAT_BWD_HEADS=1 in the environment keeps one head a group (a
 // tuning hook, like SPGNN_GAT_BWD_E2).
 int bwd_heads_log2(const HeadLanes& l, int64_t H) {
-  static const bool off = [] {
-    const char* env = std::getenv("SPGNN_GAT_BWD_HEADS");
-    return env && std::string(env) == "1";
-  }();
+  static const bool off = env_value("SPGNN_GAT_BWD_HEADS") == "1";
   if (off || l.K != 1) return 0;
   int hc = 0;
   while ((int64_t{1} << hc) < H && l.g_log2 + hc < 5) ++hc;
