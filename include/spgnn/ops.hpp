@@ -67,7 +67,7 @@ struct GatParams {
   int64_t heads = 1;
   float negative_slope = 0.2f;   // LeakyReLU of the logits
   float attn_dropout = 0.f;      // dropout on the softmax weights (training), 0 = off
-  uint64_t dropout_seed = 0;     // the mask is a hash of (seed, edge, head): same in backward
+  uint64_t dropout_seed = 0;     // mask: a hash of (seed, edge * H + head), same in backward
   // CUDA only: when set, the kernels read the seed from this device address as they run, and
   // dropout_seed is ignored. A CUDA graph captured once then draws a new mask on every replay,
   // provided the graph itself rewrites that address (torch.randint on the device inside it).

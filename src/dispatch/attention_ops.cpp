@@ -233,10 +233,10 @@ void leaky_relu_(Tensor& x, float slope, void* stream) {
 void apply_dropout(const Tensor& a, Tensor& out, const GatProblem& p) {
 #if SPGNN_WITH_CUDA
   if (a.device().is_cuda())
-    return detail::cuda_apply_dropout(a, out, p.H, p.seed, p.seed_ptr, p.dropout,
-                                      p.dropout_scale, p.stream);
+    return detail::cuda_apply_dropout(a, out, p.seed, p.seed_ptr, p.dropout, p.dropout_scale,
+                                      p.stream);
 #endif
-  detail::cpu_apply_dropout(a, out, p.H, p.seed, p.dropout, p.dropout_scale);
+  detail::cpu_apply_dropout(a, out, p.seed, p.dropout, p.dropout_scale);
 }
 void copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off, int64_t width,
                void* stream) {

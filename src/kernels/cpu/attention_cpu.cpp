@@ -97,6 +97,7 @@ void gat_forward(const GatProblem& p) {
   float* out = p.out->data<float>();
   float* attn = p.attn->data<float>();
   const bool drop = p.dropout > 0.f;
+  const uint64_t key = attention_key(p.seed);
   const bool par = kParallel && g.nnz() * W >= kMinParallelWork;
 #pragma omp parallel if (par)
   {
@@ -128,8 +129,8 @@ void gat_forward(const GatProblem& p) {
         for (int64_t j = b; j < e; ++j) {
           const Acc a = s[j - b] * iz;
           attn[j * H + h] = static_cast<float>(a);
-          const Acc w = drop ? a * Acc(attention_dropout_factor(p.seed, j, h, p.dropout,
-                                                                p.dropout_scale))
+          const Acc w = drop ? a * Acc(attention_dropout_factor(key, uint64_t(j * H + h),
+                                                                p.dropout, p.dropout_scale))
                              : a;
           if (w == Acc(0)) continue;
           const float* x = feat + static_cast<int64_t>(col[j]) * W + h * F;
@@ -158,6 +159,7 @@ void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink
   const float* gout = p.grad_out->data<float>();
   float* grad_er = p.grad_er->data<float>();
   const bool drop = p.dropout > 0.f;
+  const uint64_t key = attention_key(p.seed);
   const int64_t b = rowptr[v], e = rowptr[v + 1];
   da.resize(static_cast<size_t>(e - b));
   for (int64_t h = 0; h < H; ++h) {
@@ -165,7 +167,8 @@ void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink
     Acc t = 0;
     for (int64_t j = b; j < e; ++j) {
       // A dropped edge's d_a is 0: its source row is not read.
-      const Acc m = drop ? Acc(attention_dropout_factor(p.seed, j, h, p.dropout, p.dropout_scale))
+      const Acc m = drop ? Acc(attention_dropout_factor(key, uint64_t(j * H + h), p.dropout,
+                                                        p.dropout_scale))
                          : Acc(1);
       Acc d = 0;
       if (m != Acc(0)) {
@@ -184,7 +187,7 @@ void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink
       const Acc ds = a * (da[static_cast<size_t>(j - b)] - t);
       const Acc dz = el[u * H + h] + erv > 0.f ? ds : ds * Acc(p.negative_slope);
       ger += dz;
-      const Acc w = drop ? a * Acc(attention_dropout_factor(p.seed, j, h, p.dropout,
+      const Acc w = drop ? a * Acc(attention_dropout_factor(key, uint64_t(j * H + h), p.dropout,
                                                             p.dropout_scale))
                          : a;
       sink(j, h, u, dz, w);
@@ -243,6 +246,7 @@ void gat_backward_omp(const GatProblem& p) {
   float* grad_feat = p.grad_feat->data<float>();
   float* grad_el = p.grad_el->data<float>();
   const bool drop = p.dropout > 0.f;
+  const uint64_t key = attention_key(p.seed);
 #pragma omp parallel for schedule(dynamic, 32) if (par)
   for (int64_t u = 0; u < gt.n_rows; ++u) {
     float* gfu = grad_feat + u * W;
@@ -253,7 +257,8 @@ void gat_backward_omp(const GatProblem& p) {
         const int64_t j = perm[t];
         gel += dzs[static_cast<size_t>(j * H + h)];
         float w = attn[j * H + h];
-        if (drop) w *= attention_dropout_factor(p.seed, j, h, p.dropout, p.dropout_scale);
+        if (drop)
+          w *= attention_dropout_factor(key, uint64_t(j * H + h), p.dropout, p.dropout_scale);
         if (w == 0.f) continue;
         const float* gv = gout + static_cast<int64_t>(colt[t]) * W + h * F;
         for (int64_t f = 0; f < F; ++f) gfu[h * F + f] += w * gv[f];
@@ -303,14 +308,14 @@ void cpu_leaky_relu_(Tensor& x, float negative_slope) {
   for (int64_t i = 0; i < n; ++i) d[i] = leaky(d[i], negative_slope);
 }
 
-void cpu_apply_dropout(const Tensor& a, Tensor& out, int64_t H, uint64_t seed, float p,
-                       float scale) {
+void cpu_apply_dropout(const Tensor& a, Tensor& out, uint64_t seed, float p, float scale) {
   const float* s = a.data<float>();
   float* d = out.data<float>();
   const int64_t n = a.numel();
+  const uint64_t key = attention_key(seed);
 #pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
   for (int64_t i = 0; i < n; ++i)
-    d[i] = s[i] * attention_dropout_factor(seed, i / H, i % H, p, scale);
+    d[i] = s[i] * attention_dropout_factor(key, static_cast<uint64_t>(i), p, scale);
 }
 
 void cpu_copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,

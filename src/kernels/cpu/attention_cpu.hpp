@@ -19,9 +19,8 @@ void cpu_gat_backward(const GatProblem& p);  // needs p.gt and p.perm
 
 // Elementwise pieces of the unfused composition (host tensors).
 void cpu_leaky_relu_(Tensor& x, float negative_slope);
-// out[e, h] = a[e, h] * dropout factor of (seed, e, h).
-void cpu_apply_dropout(const Tensor& a, Tensor& out, int64_t H, uint64_t seed, float p,
-                       float scale);
+// out[e, h] = a[e, h] * the dropout factor of element e * H + h (attention_hash.hpp).
+void cpu_apply_dropout(const Tensor& a, Tensor& out, uint64_t seed, float p, float scale);
 // dst[r, dst_off + k] = src[r, src_off + k] for k < width: one head's column block of a
 // [rows, H*F] tensor to or from a contiguous [rows, F] tensor.
 void cpu_copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,

@@ -14,9 +14,10 @@ void cuda_edge_softmax_backward(const SoftmaxBwdProblem& p);
 
 // Elementwise pieces of the unfused GAT composition (device tensors, stream-ordered).
 void cuda_leaky_relu_(Tensor& x, float negative_slope, void* stream);
-// seed_ptr: read the seed from the device instead (GatParams::dropout_seed_device).
-void cuda_apply_dropout(const Tensor& a, Tensor& out, int64_t H, uint64_t seed,
-                        const uint64_t* seed_ptr, float p, float scale, void* stream);
+// out = a * the dropout factor of each element (a is [nnz, H]: element e * H + h). seed_ptr:
+// read the seed from the device instead (GatParams::dropout_seed_device).
+void cuda_apply_dropout(const Tensor& a, Tensor& out, uint64_t seed, const uint64_t* seed_ptr,
+                        float p, float scale, void* stream);
 void cuda_copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
                     int64_t width, void* stream);
 

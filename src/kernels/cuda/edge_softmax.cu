@@ -66,12 +66,11 @@ __global__ void leaky_relu_kernel(float* x, int64_t n, float slope) {
 }
 
 __global__ void dropout_kernel(const float* __restrict__ a, float* __restrict__ out, int64_t n,
-                               int64_t H, uint64_t seed, const uint64_t* seed_ptr, float p,
-                               float scale) {
-  if (seed_ptr) seed = *seed_ptr;
+                               uint64_t seed, const uint64_t* seed_ptr, float p, float scale) {
+  const uint64_t key = attention_key(seed_ptr ? *seed_ptr : seed);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = a[i] * attention_dropout_factor(seed, i / H, i % H, p, scale);
+    out[i] = a[i] * attention_dropout_factor(key, static_cast<uint64_t>(i), p, scale);
 }
 
 __global__ void copy_cols_kernel(const float* __restrict__ src, int64_t sld, int64_t soff,
@@ -139,13 +138,13 @@ void cuda_leaky_relu_(Tensor& x, float negative_slope, void* stream) {
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 
-void cuda_apply_dropout(const Tensor& a, Tensor& out, int64_t H, uint64_t seed,
-                        const uint64_t* seed_ptr, float p, float scale, void* stream) {
+void cuda_apply_dropout(const Tensor& a, Tensor& out, uint64_t seed, const uint64_t* seed_ptr,
+                        float p, float scale, void* stream) {
   const int64_t n = a.numel();
   if (n == 0) return;
   gnnone::DeviceGuard guard(a.device().index);
   dropout_kernel<<<elementwise_blocks(n), 256, 0, as_stream(stream)>>>(
-      a.data<float>(), out.data<float>(), n, H, seed, seed_ptr, p, scale);
+      a.data<float>(), out.data<float>(), n, seed, seed_ptr, p, scale);
   SPGNN_CUDA_CHECK_LAUNCH();
 }
 

@@ -122,9 +122,16 @@ struct GatArgs {
   bool e2;  // destination pass: two edges a group, two a lane (bwd_e2)
 };
 
+// The dropout mask's key (attention_key), read and mixed once per row walk; 0 without dropout.
+template <class A>
+__device__ __forceinline__ uint64_t drop_key(const A& a) {
+  return a.dropout ? attention_key(a.seed_ptr ? *a.seed_ptr : a.seed) : 0;
+}
+
 template <class I, class T>
-__device__ __forceinline__ float drop_factor(const GatArgs<I, T>& a, int64_t j, int64_t h) {
-  return a.dropout ? attention_dropout_factor(a.seed_ptr ? *a.seed_ptr : a.seed, j, h, a.p_drop,
+__device__ __forceinline__ float drop_factor(const GatArgs<I, T>& a, uint64_t key, int64_t j,
+                                             int64_t h) {
+  return a.dropout ? attention_dropout_factor(key, static_cast<uint64_t>(j * a.H + h), a.p_drop,
                                               a.scale)
                    : 1.f;
 }
@@ -276,6 +283,7 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
   z = 0.f;
 #pragma unroll
   for (int x = 0; x < E; ++x) s_last[x] = -INFINITY;
+  const uint64_t key = drop_key(a);
   const int hc = 1 << a.hc_log2;
   const int step = 1 << (L.tl_log2 - a.hc_log2);  // edges per logit slot
   const int bstep = E * step;                      // edges per batch
@@ -365,8 +373,8 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
         const float w = expf(s[x] - M);
         z += w;
         if (L.writer && (kPartial || !last)) a.raw[j * a.H + L.h] = s[x];
-        wd[x] = a.dropout ? w * attention_dropout_factor(a.seed_ptr ? *a.seed_ptr : a.seed, j,
-                                                         L.h, a.p_drop, a.scale)
+        wd[x] = a.dropout ? w * attention_dropout_factor(
+                                    key, static_cast<uint64_t>(j * a.H + L.h), a.p_drop, a.scale)
                           : w;
       }
       if (last) s_last[x] = s[x];
@@ -599,10 +607,13 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
   // d_a of entry i = (edge, head): the .y of its pair, which the source pass reads with the
   // weight; the atomic variant has no source pass and keeps d_a in a dense float array (the
   // pairs' doubled footprint cost it 9.6 -> 12.7 ms on the Reddit shape, H = 1, F = 32).
-  auto da = [&a](int64_t i) -> float& {
-    if constexpr (kAtomic) return reinterpret_cast<float*>(a.dz)[i];
-    else return a.dz[i].y;
+  // The pair's .x holds the edge's dropout factor until d_z's loop replaces it with the dropped
+  // weight, so that loop does not hash the edge again.
+  auto store_da = [&a](int64_t i, float mk, float d) {
+    if constexpr (kAtomic) reinterpret_cast<float*>(a.dz)[i] = d;
+    else a.dz[i] = make_float2(mk, d);
   };
+  const uint64_t key = drop_key(a);
   // f(foff) for each of this lane's vectors of head h: passes x K vectors, GH lanes apart.
   auto each_vector = [&a, GH, gl](int64_t h, auto&& f) {
     for (int pass = 0; pass < a.passes; ++pass)
@@ -653,11 +664,11 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
 #pragma unroll
       for (int xe = 0; xe < E; ++xe) {
         if (!ok[xe]) continue;
-        const float mask = drop_factor(a, jx[xe], h);
+        const float mask = drop_factor(a, key, jx[xe], h);
         d[xe] *= mask;
         const float aj = elem::ldg1(a.attn_in + jx[xe] * a.H + h);
         t = fmaf(aj, d[xe], t);
-        if (gl == 0) da(jx[xe] * a.H + h) = d[xe];
+        if (gl == 0) store_da(jx[xe] * a.H + h, mask, d[xe]);
         if constexpr (kAtomic) {
           const float w = aj * mask;
           if (w != 0.f)
@@ -678,14 +689,21 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
     for (int64_t j = b + x; j < e; j += E * XS) {
       int64_t jx[E], u[E];
       bool ok[E];
-      float aj[E], dj[E], elu[E];
+      float aj[E], dj[E], mk[E], elu[E];
 #pragma unroll
       for (int xe = 0; xe < E; ++xe) {
         jx[xe] = j + xe * XS;
         ok[xe] = xe == 0 || jx[xe] < e;
         u[xe] = __ldg(a.col + (ok[xe] ? jx[xe] : j));
         aj[xe] = ok[xe] ? elem::ldg1(a.attn_in + jx[xe] * a.H + hd) : 0.f;
-        dj[xe] = ok[xe] ? da(jx[xe] * a.H + hd) : 0.f;
+        if constexpr (kAtomic) {
+          dj[xe] = ok[xe] ? reinterpret_cast<const float*>(a.dz)[jx[xe] * a.H + hd] : 0.f;
+          mk[xe] = 0.f;  // unused: the atomic variant stores no pairs
+        } else {
+          const float2 pr = ok[xe] ? a.dz[jx[xe] * a.H + hd] : make_float2(0.f, 0.f);
+          mk[xe] = pr.x;
+          dj[xe] = pr.y;
+        }
       }
 #pragma unroll
       for (int xe = 0; xe < E; ++xe) elu[xe] = elem::ldg1(a.el + u[xe] * a.H + hd);
@@ -696,7 +714,7 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
         const float dzv = elu[xe] + erv > 0.f ? ds : ds * a.slope;
         ger += dzv;
         if constexpr (kAtomic) atomicAdd(a.grad_el + u[xe] * a.H + hd, dzv);
-        else a.dz[jx[xe] * a.H + hd] = make_float2(aj[xe] * drop_factor(a, jx[xe], hd), dzv);
+        else a.dz[jx[xe] * a.H + hd] = make_float2(aj[xe] * mk[xe], dzv);
       }
     }
   };
