@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention_problem.hpp"
 #include "spgnn/ops.hpp"
 #include "test_util.hpp"
 
@@ -265,6 +266,59 @@ TEST(GatAggregate, DropoutIsDeterministicAndUnbiased) {
   for (float x : od.to_vector<float>()) mean += x;
   mean /= double(od.numel());
   EXPECT_NEAR(mean, 1.0, 0.05);  // E[mask / (1 - p)] = 1 and each row's weights sum to 1
+}
+
+// spgnn bench gat --attn-dropout checks sampled rows: their subgraph's edge k is the graph's edge
+// ids[k], and gat_reference_with_edge_ids draws that edge's mask, so the sample's results are
+// the whole graph's rows exactly (forward, weights, grad_er); without the ids they are not.
+TEST(GatAggregate, ReferenceWithEdgeIdsReproducesTheWholeGraphsMasksOnARowSample) {
+  for (int64_t H : {1, 3}) {
+    SCOPED_TRACE("H=" + std::to_string(H));
+    GatCase c = make_case(GraphKind::rmat, 600, H, 5, 0.5f, 980 + H, DType::i64);
+    Tensor out, attn, gf, gel, ger;
+    gat_aggregate(c.g, c.feat, c.el, c.er, c.prm, out, attn, with("cpu_ref"));
+    gat_aggregate_backward(c.g, c.feat, c.el, c.er, attn, c.grad_out, c.prm, gf, gel, ger,
+                           with("cpu_ref"));
+    const std::vector<int64_t> rp = c.g.rowptr.to_vector<int64_t>();
+    const std::vector<int64_t> col = c.g.col.to_vector<int64_t>();
+    std::vector<int64_t> rows, r, cc, ids;
+    for (int64_t v = 1; v < c.g.n_rows; v += 3) rows.push_back(v);
+    for (size_t k = 0; k < rows.size(); ++k)
+      for (int64_t e = rp[size_t(rows[k])]; e < rp[size_t(rows[k]) + 1]; ++e) {
+        r.push_back(int64_t(k));
+        cc.push_back(col[size_t(e)]);
+        ids.push_back(e);
+      }
+    BuildOptions keep;
+    keep.duplicates = DuplicatePolicy::keep;
+    keep.index_width = IndexWidth::i64;
+    const Graph s = graph_from_edges(int64_t(rows.size()), c.g.n_cols, r, cc, {}, keep);
+    ASSERT_EQ(s.nnz(), int64_t(ids.size()));
+    auto pick = [](const Tensor& t, const std::vector<int64_t>& which) {
+      const int64_t w = t.numel() / t.dim(0);
+      const std::vector<float> v = t.to_vector<float>();
+      std::vector<float> o;
+      for (int64_t i : which) o.insert(o.end(), v.begin() + i * w, v.begin() + (i + 1) * w);
+      return Tensor::from_vector(o, {int64_t(which.size()), w});
+    };
+    const Tensor er_s = pick(c.er, rows), gout_s = pick(c.grad_out, rows);
+    Tensor so, sa, sgf, sgel, sger;
+    detail::gat_reference_with_edge_ids(s, Tensor::from_vector(ids), c.feat, c.el, er_s, gout_s,
+                                        c.prm, so, sa, sgf, sgel, sger);
+    EXPECT_LT(rel_error(so, pick(out, rows)), 1e-7);
+    EXPECT_LT(rel_error(sa, pick(attn, ids)), 1e-7);
+    EXPECT_LT(rel_error(sger, pick(ger, rows)), 1e-7);
+    // The sample's own edge indices draw other masks.
+    Tensor po, pa;
+    gat_aggregate(s, c.feat, c.el, er_s, c.prm, po, pa, with("cpu_ref"));
+    EXPECT_GT(rel_error(po, pick(out, rows)), 1e-3);
+    // One id per edge, int64.
+    Tensor x1, x2, x3, x4, x5;
+    EXPECT_THROW(detail::gat_reference_with_edge_ids(
+                     s, Tensor::from_vector(std::vector<int64_t>(ids.size() - 1, 0)), c.feat,
+                     c.el, er_s, gout_s, c.prm, x1, x2, x3, x4, x5),
+                 InvalidArgument);
+  }
 }
 
 TEST(GatAggregate, BadArguments) {

@@ -161,6 +161,19 @@ TEST_F(Cli, BenchHalfPrecisionChecksEachDtype) {
   EXPECT_EQ(gat_rows["f32"], 3);  // fused and unfused forward, the backward
   EXPECT_EQ(gat_rows["f16"], 3);
   EXPECT_EQ(gat_rows["bf16"], 3);
+  // --attn-dropout as in training: more rows than are checked, so the reference's sampled rows
+  // draw the whole graph's masks through their edge ids; every row still matches it.
+  auto d = run("bench gat --graph er:3000:12:1 --check-rows 200 --dim 4 --heads 1,3 "
+               "--attn-dropout 0.5 --device cpu --reps 2 --warmup 1 --format json");
+  ASSERT_EQ(d.code, 0) << d.out;
+  int dropped_rows = 0;
+  for (const auto& row : nlohmann::json::parse(d.out)) {
+    ++dropped_rows;
+    EXPECT_FALSE(row["failed"].get<bool>()) << row.dump();
+    EXPECT_LT(row["rel_err"].get<double>(), 1e-4) << row.dump();
+    EXPECT_EQ(row["attn_dropout"].get<double>(), 0.5) << row.dump();
+  }
+  EXPECT_EQ(dropped_rows, 6);
 }
 
 // spgnn train --dtype f16: float16 aggregations with loss scaling report the scale and the
@@ -369,6 +382,9 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       {"bench maxk --graph rmat:6 --k 4 --param warps --device cpu", "warps"},
       {"bench maxk --graph rmat:6 --k 4 --input gaussian --device cpu", "--input"},
       {"bench spmm --graph rmat:6 --input normal --device cpu", "--input applies to maxk only"},
+      {"bench spmm --graph rmat:6 --attn-dropout 0.5 --device cpu",
+       "--attn-dropout applies to gat only"},
+      {"bench gat --graph rmat:6 --attn-dropout 1 --device cpu", "--attn-dropout"},
       // The gpu strategy is refused for host data; a build without CUDA refuses it first, for the
       // build itself.
       {"bench maxk --graph rmat:6 --k 4 --param warps=4 --device cpu",

@@ -566,4 +566,33 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
 #endif
 }
 
+void detail::gat_reference_with_edge_ids(const Graph& g, const Tensor& edge_ids,
+                                         const Tensor& feat, const Tensor& el, const Tensor& er,
+                                         const Tensor& grad_out, const GatParams& params,
+                                         Tensor& out, Tensor& attn, Tensor& grad_feat,
+                                         Tensor& grad_el, Tensor& grad_er) {
+  constexpr const char* kOp = "gat_reference_with_edge_ids";
+  SPGNN_CHECK(!g.device().is_cuda(), InvalidArgument, kOp, ": the graph must be on the host");
+  GatProblem p = gat_problem(g, feat, el, er, params, OpOptions{}, kOp);
+  check_input(edge_ids, "edge_ids", kOp, g, {g.nnz()}, "[nnz] (an edge index per edge)",
+              DType::i64);
+  p.edge_ids = &edge_ids;
+  const int64_t W = p.H * p.F;
+  prepare_output(out, "out", kOp, {g.n_rows, W}, g.device());
+  prepare_output(attn, "attn", kOp, {g.nnz(), p.H}, g.device());
+  p.out = &out;
+  p.attn = &attn;
+  if (g.n_rows > 0) detail::cpu_ref_gat_forward(p);
+  if (!grad_out.defined()) return;
+  check_input(grad_out, "grad_out", kOp, g, {g.n_rows, W}, "[n_rows, H*F]");
+  prepare_output(grad_feat, "grad_feat", kOp, {g.n_cols, W}, g.device());
+  prepare_output(grad_el, "grad_el", kOp, {g.n_cols, p.H}, g.device());
+  prepare_output(grad_er, "grad_er", kOp, {g.n_rows, p.H}, g.device());
+  p.grad_out = &grad_out;
+  p.grad_feat = &grad_feat;
+  p.grad_el = &grad_el;
+  p.grad_er = &grad_er;
+  detail::cpu_ref_gat_backward(p);
+}
+
 }  // namespace spgnn

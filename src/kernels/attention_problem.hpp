@@ -7,6 +7,10 @@
 #include "spgnn/graph.hpp"
 #include "spgnn/tensor.hpp"
 
+namespace spgnn {
+struct GatParams;  // spgnn/ops.hpp
+}
+
 namespace spgnn::detail {
 
 // edge_softmax: scores, out [nnz, H] (or [nnz] when H = 1).
@@ -43,6 +47,10 @@ struct GatProblem {
   // so that gradients of sources are gathered per source instead of scattered with atomics.
   const Graph* gt = nullptr;
   const Tensor* perm = nullptr;
+  // cpu_ref and cpu only: int64 [nnz] on the host, the edge index each edge's dropout mask is
+  // drawn for (null: its own). A row sample of a graph reproduces the whole graph's masks with
+  // it (spgnn bench gat checks sampled rows of a dropped-out run this way).
+  const Tensor* edge_ids = nullptr;
   int64_t H = 1;
   int64_t F = 0;
   float negative_slope = 0.2f;
@@ -52,5 +60,15 @@ struct GatProblem {
   const uint64_t* seed_ptr = nullptr;  // CUDA: read the seed here when the kernel runs (GatParams)
   void* stream = nullptr;
 };
+
+// The float64 oracle (cpu_ref) of gat_aggregate and, when grad_out is defined, of its backward,
+// on host float32 tensors, with each edge's dropout mask drawn for edge_ids[e] (int64 [nnz])
+// instead of e: a row sample of a graph then sees exactly the masks of a run on the whole graph.
+// Applies the front door's checks (src/dispatch/attention_ops.cpp, where it is defined); for
+// `spgnn bench gat --attn-dropout`.
+void gat_reference_with_edge_ids(const Graph& g, const Tensor& edge_ids, const Tensor& feat,
+                                 const Tensor& el, const Tensor& er, const Tensor& grad_out,
+                                 const GatParams& params, Tensor& out, Tensor& attn,
+                                 Tensor& grad_feat, Tensor& grad_el, Tensor& grad_er);
 
 }  // namespace spgnn::detail

@@ -48,6 +48,7 @@ struct BenchOpts {
   bool tune = false;
   std::vector<std::string> dtypes{"f32"};
   std::string input = "uniform";  // maxk: the distribution of x
+  double attn_dropout = 0;        // gat: dropout on the attention weights
   LoadFlags flags;
 };
 
@@ -139,6 +140,7 @@ void run_bench(const BenchOpts& o) {
     a.flags = o.flags;
     a.params = o.params;
     a.dtypes = o.dtypes;
+    a.attn_dropout = o.attn_dropout;
     return run_bench_gat(a);
   }
   const OpKind kind = o.kernel == "spmm" ? OpKind::spmm : OpKind::sddmm;
@@ -383,6 +385,12 @@ void register_bench(CLI::App& app) {
                   "layer's output looks like this; it takes the top-k search more rounds)")
       ->check(CLI::IsMember({"uniform", "normal"}))
       ->capture_default_str();
+  cmd->add_option("--attn-dropout", o->attn_dropout,
+                  "gat: dropout probability on the attention weights, in [0, 1), as `spgnn train "
+                  "--attn-dropout` uses it (the mask's seed follows --seed; checked rows see the "
+                  "whole graph's masks)")
+      ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
   add_seed_option(*cmd, o->seed, "Seed of the random inputs");
   cmd->add_flag("--tune", o->tune, "auto: tune and cache each problem the tuning cache does not "
                                    "know yet (before it is timed)");
@@ -395,6 +403,8 @@ void register_bench(CLI::App& app) {
                 InvalidArgument, "bench ", o->kernel, ": --dtype applies to spmm, sddmm and gat");
     SPGNN_CHECK(o->kernel == "maxk" || cmd->count("--input") == 0, InvalidArgument, "bench ",
                 o->kernel, ": --input applies to maxk only");
+    SPGNN_CHECK(o->kernel == "gat" || cmd->count("--attn-dropout") == 0, InvalidArgument,
+                "bench ", o->kernel, ": --attn-dropout applies to gat only");
     if (o->tune) set_tune_on_miss(true);
     run_bench(*o);
   });

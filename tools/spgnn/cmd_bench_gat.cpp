@@ -8,6 +8,8 @@
 // unfused composition and the atomic backward convert to float32), checked against the
 // reference on the same, exactly converted values within the dtype's rounding; "vs f32" is the
 // float32 row's time of the same variant over this row's.
+// --attn-dropout p: the weights are dropped out as in training (the mask a hash of the edge; the
+// reference draws the whole graph's masks on its sampled rows, so the check stays exact).
 #include <omp.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/timing.hpp"
+#include "kernels/attention_problem.hpp"
 #include "spgnn/bench_util.hpp"
 #include "spgnn/cmd_bench_gat.hpp"
 #include "spgnn/common.hpp"
@@ -93,15 +96,16 @@ void run_bench_gat(const GatBenchArgs& o) {
         };
         GatParams prm;
         prm.heads = H;
+        prm.attn_dropout = static_cast<float>(o.attn_dropout);
+        prm.dropout_seed = o.seed + 5;
         Tensor out_ref, attn_ref, gf_r, gel_r, ger_ref;
         if (!o.no_check) {
-          OpOptions ro;
-          ro.schedule.strategy = "cpu_ref";
+          // The sample's edge k is the graph's edge sample.edges[k], whose dropout mask it draws.
           const Tensor er_s = gather_rows(er_h, sample.rows);
-          gat_aggregate(sample.graph, feat_h, el_h, er_s, prm, out_ref, attn_ref, ro);
           const Tensor gout_s = gather_rows(gout_h, sample.rows);
-          gat_aggregate_backward(sample.graph, feat_h, el_h, er_s, attn_ref, gout_s, prm, gf_r,
-                                 gel_r, ger_ref, ro);
+          detail::gat_reference_with_edge_ids(sample.graph, Tensor::from_vector(sample.edges),
+                                              feat_h, el_h, er_s, gout_s, prm, out_ref, attn_ref,
+                                              gf_r, gel_r, ger_ref);
         }
         const double bytes = forward_bytes(host, H, F, double(dtype_size(vt)));
         auto base = [&](const std::string& variant) {
@@ -200,7 +204,8 @@ void run_bench_gat(const GatBenchArgs& o) {
     for (const auto& r : rows)
       j.push_back({{"kernel", "gat"}, {"device", dev.str()}, {"graph", r.graph}, {"n", r.n},
                    {"nnz", r.nnz}, {"H", r.H}, {"F", r.F}, {"dtype", r.dtype},
-                   {"variant", r.variant}, {"median_ms", num(r.ms)}, {"gbs", num(r.gbs)},
+                   {"variant", r.variant}, {"attn_dropout", o.attn_dropout},
+                   {"median_ms", num(r.ms)}, {"gbs", num(r.gbs)},
                    {"ratio", num(r.speedup)}, {"vs_f32", num(r.vs_f32)},
                    {"rel_err", num(r.err)}, {"failed", r.failed}, {"note", r.note}});
     std::cout << j.dump(2) << "\n";
@@ -216,7 +221,9 @@ void run_bench_gat(const GatBenchArgs& o) {
       std::cout << t.csv();
     } else {
       std::cout << "gat on " << dev.str() << "; median of " << o.reps << " runs after " << o.warmup
-                << " warm-up; forward checked against cpu_ref (float64) on sampled rows"
+                << " warm-up"
+                << (o.attn_dropout > 0 ? "; attention dropout " + fixed(o.attn_dropout, 2) : "")
+                << "; forward checked against cpu_ref (float64) on sampled rows"
                 << (o.no_check ? " [check skipped]" : "") << "\n"
                 << "ratio: forward rows = unfused ms / " << fused
                 << " ms (the fused speedup); backward rows = first variant ms / this ms; "

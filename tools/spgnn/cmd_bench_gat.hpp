@@ -24,6 +24,7 @@ struct GatBenchArgs {
   LoadFlags flags;
   std::vector<std::string> params;  // key=value for the fused strategy (e.g. heavy_deg)
   std::vector<std::string> dtypes{"f32"};  // f32, f16, bf16: every tensor of the op
+  double attn_dropout = 0;  // dropout on the attention weights, as in training
 };
 
 void run_bench_gat(const GatBenchArgs& args);

@@ -22,6 +22,14 @@ namespace {
 
 inline float leaky(float z, float slope) { return z > 0.f ? z : z * slope; }
 
+// The edge index a dropout mask is drawn for: GatProblem::edge_ids[j], or j itself.
+struct EdgeIds {
+  const int64_t* ids;
+  explicit EdgeIds(const GatProblem& p)
+      : ids(p.edge_ids ? p.edge_ids->data<int64_t>() : nullptr) {}
+  int64_t operator[](int64_t j) const { return ids ? ids[j] : j; }
+};
+
 template <class Acc>
 inline Acc exp_of(Acc x) {
   return std::exp(x);
@@ -98,6 +106,7 @@ void gat_forward(const GatProblem& p) {
   float* attn = p.attn->data<float>();
   const bool drop = p.dropout > 0.f;
   const uint64_t key = attention_key(p.seed);
+  const EdgeIds eid(p);
   const bool par = kParallel && g.nnz() * W >= kMinParallelWork;
 #pragma omp parallel if (par)
   {
@@ -129,7 +138,7 @@ void gat_forward(const GatProblem& p) {
         for (int64_t j = b; j < e; ++j) {
           const Acc a = s[j - b] * iz;
           attn[j * H + h] = static_cast<float>(a);
-          const Acc w = drop ? a * Acc(attention_dropout_factor(key, uint64_t(j * H + h),
+          const Acc w = drop ? a * Acc(attention_dropout_factor(key, uint64_t(eid[j] * H + h),
                                                                 p.dropout, p.dropout_scale))
                              : a;
           if (w == Acc(0)) continue;
@@ -160,6 +169,7 @@ void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink
   float* grad_er = p.grad_er->data<float>();
   const bool drop = p.dropout > 0.f;
   const uint64_t key = attention_key(p.seed);
+  const EdgeIds eid(p);
   const int64_t b = rowptr[v], e = rowptr[v + 1];
   da.resize(static_cast<size_t>(e - b));
   for (int64_t h = 0; h < H; ++h) {
@@ -167,7 +177,7 @@ void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink
     Acc t = 0;
     for (int64_t j = b; j < e; ++j) {
       // A dropped edge's d_a is 0: its source row is not read.
-      const Acc m = drop ? Acc(attention_dropout_factor(key, uint64_t(j * H + h), p.dropout,
+      const Acc m = drop ? Acc(attention_dropout_factor(key, uint64_t(eid[j] * H + h), p.dropout,
                                                         p.dropout_scale))
                          : Acc(1);
       Acc d = 0;
@@ -187,8 +197,8 @@ void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink
       const Acc ds = a * (da[static_cast<size_t>(j - b)] - t);
       const Acc dz = el[u * H + h] + erv > 0.f ? ds : ds * Acc(p.negative_slope);
       ger += dz;
-      const Acc w = drop ? a * Acc(attention_dropout_factor(key, uint64_t(j * H + h), p.dropout,
-                                                            p.dropout_scale))
+      const Acc w = drop ? a * Acc(attention_dropout_factor(key, uint64_t(eid[j] * H + h),
+                                                            p.dropout, p.dropout_scale))
                          : a;
       sink(j, h, u, dz, w);
     }
@@ -247,6 +257,7 @@ void gat_backward_omp(const GatProblem& p) {
   float* grad_el = p.grad_el->data<float>();
   const bool drop = p.dropout > 0.f;
   const uint64_t key = attention_key(p.seed);
+  const EdgeIds eid(p);
 #pragma omp parallel for schedule(dynamic, 32) if (par)
   for (int64_t u = 0; u < gt.n_rows; ++u) {
     float* gfu = grad_feat + u * W;
@@ -258,7 +269,7 @@ void gat_backward_omp(const GatProblem& p) {
         gel += dzs[static_cast<size_t>(j * H + h)];
         float w = attn[j * H + h];
         if (drop)
-          w *= attention_dropout_factor(key, uint64_t(j * H + h), p.dropout, p.dropout_scale);
+          w *= attention_dropout_factor(key, uint64_t(eid[j] * H + h), p.dropout, p.dropout_scale);
         if (w == 0.f) continue;
         const float* gv = gout + static_cast<int64_t>(colt[t]) * W + h * F;
         for (int64_t f = 0; f < F; ++f) gfu[h * F + f] += w * gv[f];
