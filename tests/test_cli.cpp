@@ -384,7 +384,9 @@ TEST_F(Cli, BadFlagsAreClearErrors) {
       {"bench spmm --graph rmat:6 --input normal --device cpu", "--input applies to maxk only"},
       {"bench spmm --graph rmat:6 --attn-dropout 0.5 --device cpu",
        "--attn-dropout applies to gat only"},
-      {"bench gat --graph rmat:6 --attn-dropout 1 --device cpu", "--attn-dropout"},
+      {"bench gat --graph rmat:6 --attn-dropout 1 --device cpu", "in [0, 1), got 1"},
+      {"bench gat --graph rmat:6 --attn-dropout nan --device cpu", "in [0, 1), got nan"},
+      {"generate er --n 100 --avg-degree nan -o " + path("nan.spg"), "in [0, 1e6], got nan"},
       // The gpu strategy is refused for host data; a build without CUDA refuses it first, for the
       // build itself.
       {"bench maxk --graph rmat:6 --k 4 --param warps=4 --device cpu",

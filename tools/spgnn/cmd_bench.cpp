@@ -389,7 +389,7 @@ void register_bench(CLI::App& app) {
                   "gat: dropout probability on the attention weights, in [0, 1), as `spgnn train "
                   "--attn-dropout` uses it (the mask's seed follows --seed; checked rows see the "
                   "whole graph's masks)")
-      ->check(CLI::Range(0.0, 0.999999))
+      ->check(number_that([](double v) { return v >= 0 && v < 1; }, "in [0, 1)"))
       ->capture_default_str();
   add_seed_option(*cmd, o->seed, "Seed of the random inputs");
   cmd->add_flag("--tune", o->tune, "auto: tune and cache each problem the tuning cache does not "

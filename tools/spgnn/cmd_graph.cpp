@@ -66,6 +66,17 @@ void add_edge_index_rows_flag(CLI::App& cmd, std::string& value) {
       ->capture_default_str();
 }
 
+CLI::Validator number_that(bool (*ok)(double), const std::string& requirement) {
+  return CLI::Validator(
+      [ok, requirement](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0') return "expected a number, got '" + text + "'";
+        return ok(v) ? "" : "must be " + requirement + ", got " + text;
+      },
+      requirement);
+}
+
 CLI::Validator at_least(int64_t lo) {
   return CLI::Validator(
       [lo](std::string& text) -> std::string {
@@ -113,7 +124,8 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--n", o->n, "er/planted: number of vertices")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->capture_default_str();
   cmd->add_option("--avg-degree", o->avg_degree, "er/planted: average degree")
-      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+      ->check(number_that([](double v) { return v >= 0 && v <= 1e6; }, "in [0, 1e6]"))
+      ->capture_default_str();
   cmd->add_option("--classes", o->classes, "planted: number of classes")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 16))->capture_default_str();
   cmd->add_option("--feature-dim", o->feature_dim, "planted: feature width")

@@ -46,19 +46,6 @@ struct TrainOpts {
   std::string dtype = "f32";
 };
 
-// A number that `ok` accepts, else "must be <requirement>, got ..." (CLI11's PositiveNumber and
-// Range print their ends up to DBL_MAX in full).
-CLI::Validator number_that(bool (*ok)(double), const std::string& requirement) {
-  return CLI::Validator(
-      [ok, requirement](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        if (end == text.c_str() || *end != '\0') return "expected a number, got '" + text + "'";
-        return ok(v) ? "" : "must be " + requirement + ", got " + text;
-      },
-      requirement);
-}
-
 // A finite number > 0 (strict) or >= 0; NaN and infinity fail both (an infinite learning rate or
 // weight decay turns every weight into NaN).
 CLI::Validator above_zero(bool strict) {

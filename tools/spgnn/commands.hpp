@@ -33,6 +33,9 @@ void add_load_flags(CLI::App& cmd, LoadFlags& f);
 void add_edge_index_rows_flag(CLI::App& cmd, std::string& value);
 // An integer >= lo, said as such (CLI::Range would print its upper end, INT64_MAX, in full).
 CLI::Validator at_least(int64_t lo);
+// A number that `ok` accepts, else "must be <requirement>, got ..." (CLI11's PositiveNumber and
+// Range print their ends up to DBL_MAX in full, and Range lets NaN through).
+CLI::Validator number_that(bool (*ok)(double), const std::string& requirement);
 // --seed, a non-negative integer: an unsigned option alone reads "-1" as 2^64 - 1, a different
 // seed than the user meant, without a word.
 void add_seed_option(CLI::App& cmd, uint64_t& seed, const std::string& help);
