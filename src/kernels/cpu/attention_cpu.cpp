@@ -155,8 +155,14 @@ void gat_forward(const GatProblem& p) {
 //   d_a_e = grad_out[v, h]·feat[u, h] * mask,  t = sum_row a_e d_a_e,
 //   d_z_e = a_e (d_a_e - t) * leaky'(el[u, h] + er[v, h]),  grad_er[v, h] = sum_row d_z_e.
 // `sink(j, h, u, dz, w)` receives each edge's d_z and its dropped-out weight w = a * mask.
+// Per thread: the row's d_a and dropout factors (each edge hashed once); key = attention_key(seed).
+template <class Acc>
+struct BwdRowScratch {
+  std::vector<Acc> da, mk;
+};
 template <class Acc, class I, class Sink>
-void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink&& sink) {
+void gat_backward_row(const GatProblem& p, uint64_t key, int64_t v, BwdRowScratch<Acc>& sc,
+                      Sink&& sink) {
   const Graph& g = *p.g;
   const int64_t H = p.H, F = p.F, W = H * F;
   const I* rowptr = g.rowptr.data<I>();
@@ -168,10 +174,12 @@ void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink
   const float* gout = p.grad_out->data<float>();
   float* grad_er = p.grad_er->data<float>();
   const bool drop = p.dropout > 0.f;
-  const uint64_t key = attention_key(p.seed);
   const EdgeIds eid(p);
   const int64_t b = rowptr[v], e = rowptr[v + 1];
+  std::vector<Acc>& da = sc.da;
+  std::vector<Acc>& mk = sc.mk;
   da.resize(static_cast<size_t>(e - b));
+  mk.resize(static_cast<size_t>(e - b));
   for (int64_t h = 0; h < H; ++h) {
     const float* gv = gout + v * W + h * F;
     Acc t = 0;
@@ -187,6 +195,7 @@ void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink
         d *= m;
       }
       da[static_cast<size_t>(j - b)] = d;
+      mk[static_cast<size_t>(j - b)] = m;
       t += Acc(attn[j * H + h]) * d;
     }
     Acc ger = 0;
@@ -197,10 +206,7 @@ void gat_backward_row(const GatProblem& p, int64_t v, std::vector<Acc>& da, Sink
       const Acc ds = a * (da[static_cast<size_t>(j - b)] - t);
       const Acc dz = el[u * H + h] + erv > 0.f ? ds : ds * Acc(p.negative_slope);
       ger += dz;
-      const Acc w = drop ? a * Acc(attention_dropout_factor(key, uint64_t(eid[j] * H + h),
-                                                            p.dropout, p.dropout_scale))
-                         : a;
-      sink(j, h, u, dz, w);
+      sink(j, h, u, dz, a * mk[static_cast<size_t>(j - b)]);
     }
     grad_er[v * H + h] = static_cast<float>(ger);
   }
@@ -214,9 +220,11 @@ void gat_backward_ref(const GatProblem& p) {
   const float* gout = p.grad_out->data<float>();
   std::vector<double> gf(static_cast<size_t>(g.n_cols * W), 0.0);
   std::vector<double> gel(static_cast<size_t>(g.n_cols * H), 0.0);
-  std::vector<double> da;
+  BwdRowScratch<double> sc;
+  const uint64_t key = attention_key(p.seed);
   for (int64_t v = 0; v < g.n_rows; ++v) {
-    gat_backward_row<double, I>(p, v, da, [&](int64_t, int64_t h, int64_t u, double dz, double w) {
+    gat_backward_row<double, I>(p, key, v, sc, [&](int64_t, int64_t h, int64_t u, double dz,
+                                                   double w) {
       gel[static_cast<size_t>(u * H + h)] += dz;
       if (w == 0.0) return;
       const float* gv = gout + v * W + h * F;
@@ -230,34 +238,36 @@ void gat_backward_ref(const GatProblem& p) {
   for (size_t i = 0; i < gel.size(); ++i) grad_el[i] = static_cast<float>(gel[i]);
 }
 
-// OpenMP: pass 1 over destination rows stores d_z per edge-head; pass 2 over the transposed
-// graph gathers each source's gradients (no atomics, no races, deterministic).
+// OpenMP: pass 1 over destination rows stores (d_z, dropped weight) per edge-head, as the GPU's
+// pairs; pass 2 over the transposed graph gathers each source's gradients from them with one
+// read an edge and no second hash (no atomics, no races, deterministic).
 template <class I>
 void gat_backward_omp(const GatProblem& p) {
   const Graph& g = *p.g;
   const Graph& gt = *p.gt;
   const int64_t H = p.H, F = p.F, W = H * F;
   const float* gout = p.grad_out->data<float>();
-  const float* attn = p.attn->data<float>();
-  std::vector<float> dzs(static_cast<size_t>(g.nnz() * H));
+  struct DzW {
+    float dz, w;
+  };
+  std::vector<DzW> pairs(static_cast<size_t>(g.nnz() * H));
   const bool par = g.nnz() * W >= kMinParallelWork;
+  const uint64_t key = attention_key(p.seed);
 #pragma omp parallel if (par)
   {
-    std::vector<float> da;
+    BwdRowScratch<float> sc;
 #pragma omp for schedule(dynamic, 32)
     for (int64_t v = 0; v < g.n_rows; ++v)
-      gat_backward_row<float, I>(p, v, da, [&](int64_t j, int64_t h, int64_t, float dz, float) {
-        dzs[static_cast<size_t>(j * H + h)] = dz;
-      });
+      gat_backward_row<float, I>(p, key, v, sc,
+                                 [&](int64_t j, int64_t h, int64_t, float dz, float w) {
+                                   pairs[static_cast<size_t>(j * H + h)] = {dz, w};
+                                 });
   }
   const I* rpt = gt.rowptr.data<I>();
   const I* colt = gt.col.data<I>();
   const int64_t* perm = p.perm->data<int64_t>();
   float* grad_feat = p.grad_feat->data<float>();
   float* grad_el = p.grad_el->data<float>();
-  const bool drop = p.dropout > 0.f;
-  const uint64_t key = attention_key(p.seed);
-  const EdgeIds eid(p);
 #pragma omp parallel for schedule(dynamic, 32) if (par)
   for (int64_t u = 0; u < gt.n_rows; ++u) {
     float* gfu = grad_feat + u * W;
@@ -265,11 +275,9 @@ void gat_backward_omp(const GatProblem& p) {
     for (int64_t h = 0; h < H; ++h) {
       float gel = 0.f;
       for (int64_t t = rpt[u]; t < rpt[u + 1]; ++t) {
-        const int64_t j = perm[t];
-        gel += dzs[static_cast<size_t>(j * H + h)];
-        float w = attn[j * H + h];
-        if (drop)
-          w *= attention_dropout_factor(key, uint64_t(eid[j] * H + h), p.dropout, p.dropout_scale);
+        const DzW pw = pairs[static_cast<size_t>(perm[t] * H + h)];
+        gel += pw.dz;
+        const float w = pw.w;
         if (w == 0.f) continue;
         const float* gv = gout + static_cast<int64_t>(colt[t]) * W + h * F;
         for (int64_t f = 0; f < F; ++f) gfu[h * F + f] += w * gv[f];
