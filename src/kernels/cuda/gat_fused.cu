@@ -189,7 +189,7 @@ struct FwdArgs {
   uint64_t seed;
   const uint64_t* seed_ptr;  // when set, the seed is read here (GatParams::dropout_seed_device)
   bool dropout;
-  bool e2;  // two edges per logit lane and batch (fwd_row's E = 2; fwd_e2)
+  int e;  // edges per logit lane and batch: fwd_row's E, 1, 2 or (halves) 4 (fwd_edges)
 };
 
 // A lane's place in its team and chunk (see above).
@@ -262,7 +262,8 @@ __device__ __forceinline__ FwdLane fwd_lane(const A& a, int lane, bool warp_team
 // gathers the feature vectors.
 // Latency: the next batch's sources are loaded one batch ahead, and the feature loads of a batch
 // are issued before its logits are needed, so a batch costs about one gather round trip. E = 2
-// (narrow heads, fwd_e2) puts twice the edges, and twice the gathers, in flight per round trip.
+// (narrow heads, fwd_edges) puts twice the edges, and twice the gathers, in flight per round
+// trip; E = 4 (narrow half heads) four times.
 // attn: the raw logits of every batch but the last are stored and normalised by fwd_finish_attn
 // (the last batch's are still in registers); kPartial stores every batch's raw logits (the split
 // rows' kernels normalise them once the row's max and sum are known).
@@ -467,8 +468,10 @@ __device__ __forceinline__ void fwd_whole_row(const FwdArgs<I, T>& a, const FwdL
   fwd_finish_attn(a, L, b, e, M, z, s_last);
 }
 
-// Long rows (a warp each) then short rows (a group each), in degree order.
-template <class I, class T, int V, int K>
+// Long rows (a warp each) then short rows (a group each), in degree order. E = 4 (fwd_edges) is
+// a kernel of its own, so that its registers do not cost E = 1 and 2 occupancy; those two share
+// one kernel, as a branch (float32 at F = 16 ran 1.5-2% slower with a kernel for each).
+template <class I, class T, int V, int K, bool kE4>
 __global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<I, T> a) {
   const int lane = threadIdx.x & 31;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -483,9 +486,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<
   }
   const FwdLane L = fwd_lane(a, lane, warp_team, V, K);
   const int64_t v = static_cast<int64_t>(__ldg(a.order + idx));
-  if constexpr (K == 1)  // fwd_e2
-    if (a.e2) return fwd_whole_row<I, T, V, K, 2>(a, L, v);
-  fwd_whole_row<I, T, V, K, 1>(a, L, v);
+  if constexpr (kE4) {
+    fwd_whole_row<I, T, V, K, 4>(a, L, v);
+  } else {
+    if constexpr (K == 1)
+      if (a.e == 2) return fwd_whole_row<I, T, V, K, 2>(a, L, v);
+    fwd_whole_row<I, T, V, K, 1>(a, L, v);
+  }
 }
 
 // A heavy segment: its partial state (raw logits in attn or raw).
@@ -507,16 +514,20 @@ __device__ __forceinline__ void fwd_segment(const FwdArgs<I, T>& a, const FwdLan
   }
 }
 
-// Heavy rows: a warp per segment writes its partial state.
-template <class I, class T, int V, int K>
+// Heavy rows: a warp per segment writes its partial state (E as in gat_rows_kernel).
+template <class I, class T, int V, int K, bool kE4>
 __global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_kernel(const FwdArgs<I, T> a) {
   const int lane = threadIdx.x & 31;
   const int64_t sg = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (sg >= a.n_seg) return;
   const FwdLane L = fwd_lane(a, lane, true, V, K);
-  if constexpr (K == 1)  // fwd_e2
-    if (a.e2) return fwd_segment<I, T, V, K, 2>(a, L, sg);
-  fwd_segment<I, T, V, K, 1>(a, L, sg);
+  if constexpr (kE4) {
+    fwd_segment<I, T, V, K, 4>(a, L, sg);
+  } else {
+    if constexpr (K == 1)
+      if (a.e == 2) return fwd_segment<I, T, V, K, 2>(a, L, sg);
+    fwd_segment<I, T, V, K, 1>(a, L, sg);
+  }
 }
 
 // A warp per heavy row: per head, (M, z) = the segments' states combined; out = sum_s pacc_s
@@ -1107,10 +1118,11 @@ std::shared_ptr<Segments> bwd_segments(const Graph& g, int64_t heavy_deg) {
 // for halves 8 (at most `max_half`) or 4 elements, 0 when F % 4 != 0 or a row pointer is not
 // aligned to 4 halves (the front door then runs the float32 kernels on a converted copy).
 // `f32_out` is a float32 array written with the same vectors (grad_feat), which needs 16 bytes.
-// The forward takes 4 halves a load: on the Reddit shape (H200, bfloat16, H = 1, the same
-// kernel otherwise) 8 halves a load took 1.24x the time of 4 at F = 16 and 1.11x at F = 32; its
-// batches are bound by the logits' latency chain, and 4 halves a lane put twice the lanes on a
-// row's gathers. The backward gains from 8 (0.80x the time of 4 at F = 16, 0.73x at F = 32).
+// The forward takes 8 halves a load only for heads narrow enough to take more edges a logit
+// lane with them (fwd_half_vector): at one edge a lane (Reddit shape, H200, bfloat16, H = 1) 8
+// halves took 1.24x the time of 4 at F = 16 and 1.11x at F = 32, its batches bound by the
+// logits' latency chain, and 4 halves a lane put twice the lanes on a row's gathers. The
+// backward gains from 8 (0.80x the time of 4 at F = 16, 0.73x at F = 32).
 int row_vector(const GatProblem& p, std::initializer_list<const void*> ptrs,
                const void* f32_out = nullptr, int max_half = 8) {
   std::vector<const void*> v(ptrs);
@@ -1178,6 +1190,18 @@ int forced_heads_per_chunk() {
   return hc;
 }
 
+// Halves a forward load, at most: 8 for heads of up to 32 (at most 4 lanes, so two or four
+// edges a logit lane: fwd_edges), 4 for wider ones (row_vector's note). Reddit shape, H200,
+// bfloat16 fused forward, ms, 4 halves a lane (two edges) against 8 (four): one head of 16 2.45
+// -> 2.08, of 8 1.94 -> 1.84; eight heads of 16 16.9 -> 14.2, of 8 13.0 -> 11.4. At four
+// halves, four edges lost everywhere (a 2.84 against 2.45 ms; 128 registers and spills).
+// SPGNN_GAT_FWD_HALF_V=4|8 in the environment forces either (a tuning hook).
+int fwd_half_vector(int64_t F) {
+  static const std::string v = env_value("SPGNN_GAT_FWD_HALF_V");
+  if (v == "4" || v == "8") return std::stoi(v);
+  return F <= 32 ? 8 : 4;
+}
+
 // V: float4 / float2 / float by F's divisibility (and pointer alignment), so a vector never
 // straddles two heads. Heads of at most 32 vectors: HC heads per chunk, by default the most
 // (<= 8, <= H rounded up to a power of two, HC * F / V <= 32 lanes). Keeping the gathered
@@ -1190,7 +1214,7 @@ int forced_heads_per_chunk() {
 // lane, chunks of G * K vectors.
 FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
   FwdGeometry geo;
-  geo.V = row_vector(p, {p.feat->raw(), p.out->raw()}, nullptr, 4);
+  geo.V = row_vector(p, {p.feat->raw(), p.out->raw()}, nullptr, fwd_half_vector(p.F));
   SPGNN_CHECK(geo.V > 0, InvalidArgument, "gat_fused: half rows of F = ", p.F,
               " need F % 4 == 0 and rows aligned to 8 bytes");
   const int64_t lanes_per_head = p.F / geo.V;
@@ -1214,26 +1238,33 @@ FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
   return geo;
 }
 
-// Two edges per logit lane and batch (fwd_row's E = 2) where all of a batch's gathers then
-// still go out before its logits: K = 1 and at most kUnrollB gathers a group, i.e. heads of at
-// most 4 lanes (F <= 16 floats or halves, per head). The batches are latency-bound, so twice the
-// edges per round trip pays in every dtype: Reddit shape, H200, fused forward at F = 16, one
-// head, float32 3.06 -> 2.54 ms, bfloat16 2.63 -> 2.35; four heads 11.25 -> 9.14 and
-// 9.58 -> 7.98 (docs/GAT_NOTES.md, "Two edges a lane"). SPGNN_GAT_FWD_E2=0 in the environment
-// turns it off (a tuning hook, like SPGNN_GAT_HEADS_PER_CHUNK).
-bool fwd_e2(const FwdGeometry& geo) {
-  static const bool off = env_value("SPGNN_GAT_FWD_E2") == "0";
-  return !off && geo.K == 1 && (2 << (geo.g_log2 - geo.hc_log2)) <= kUnrollB;
+// Edges per logit lane and batch (fwd_row's E) where all of a batch's gathers then still go
+// out before its logits: K = 1 and E * (lanes a head) <= the gathers a lane holds (fwd_row's
+// kUB). Two edges: heads of at most 4 lanes (F <= 16 floats or 4-half vectors, 32 8-half
+// ones, per head). The batches are latency-bound, so twice the edges per round trip pays in
+// every dtype: Reddit shape, H200, fused forward at F = 16, one head, float32 3.06 -> 2.54 ms,
+// bfloat16 2.63 -> 2.35; four heads 11.25 -> 9.14 and 9.58 -> 7.98 (docs/GAT_NOTES.md, "Two
+// edges a lane"). Four edges: 8 halves a lane, heads of at most 2 lanes (F <= 16), so that a
+// lane's 8 gathers of 16 bytes carry what float32's E = 2 does (fwd_half_vector's numbers).
+// SPGNN_GAT_FWD_E2=0 (one edge) and SPGNN_GAT_FWD_E4=0 (at most two) in the environment are
+// tuning hooks, like SPGNN_GAT_HEADS_PER_CHUNK.
+int fwd_edges(const FwdGeometry& geo, bool half) {
+  static const bool off2 = env_value("SPGNN_GAT_FWD_E2") == "0";
+  static const bool off4 = env_value("SPGNN_GAT_FWD_E4") == "0";
+  if (off2 || geo.K != 1) return 1;
+  const int lanes = 1 << (geo.g_log2 - geo.hc_log2);
+  if (half && geo.V == 8 && !off4 && 4 * lanes <= kUnrollB) return 4;
+  return 2 * lanes <= kUnrollB ? 2 : 1;
 }
 
-template <class I, class T, int V, int K>
-void forward_v(const FwdArgs<I, T>& a0, const FwdSchedule& s, int64_t chunks, int warps,
-               cudaStream_t st) {
+template <class I, class T, int V, int K, bool kE4>
+void forward_ve(const FwdArgs<I, T>& a0, const FwdSchedule& s, int64_t chunks, int warps,
+                cudaStream_t st) {
   FwdArgs<I, T> a = a0;
   const int64_t team_warps = s.n_long + ceil_div<int64_t>(s.n_short, int64_t{32} >> a.g_log2);
   if (team_warps > 0) {
     const dim3 grid(blocks_for(team_warps, warps), static_cast<unsigned>(chunks));
-    gat_rows_kernel<I, T, V, K><<<grid, warps * 32, 0, st>>>(a);
+    gat_rows_kernel<I, T, V, K, kE4><<<grid, warps * 32, 0, st>>>(a);
     SPGNN_CUDA_CHECK_LAUNCH();
   }
   if (s.n_heavy == 0) return;
@@ -1242,12 +1273,21 @@ void forward_v(const FwdArgs<I, T>& a0, const FwdSchedule& s, int64_t chunks, in
   a.pacc = part.get();
   a.pstat = part.get() + s.n_seg * a.W;
   const dim3 grid(blocks_for(s.n_seg, warps), static_cast<unsigned>(chunks));
-  gat_segment_kernel<I, T, V, K><<<grid, warps * 32, 0, st>>>(a);
+  gat_segment_kernel<I, T, V, K, kE4><<<grid, warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
   gat_merge_kernel<I, T><<<blocks_for(s.n_heavy, warps), warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
   gat_segment_attn_kernel<I, T><<<blocks_for(s.n_seg, warps), warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
+}
+
+// fwd_edges' E = 4 kernels exist only for 8 halves a lane (K = 1).
+template <class I, class T, int V, int K>
+void forward_v(const FwdArgs<I, T>& a, const FwdSchedule& s, int64_t chunks, int warps,
+               cudaStream_t st) {
+  if constexpr (kHalf<T> && V == 8 && K == 1)
+    if (a.e == 4) return forward_ve<I, T, V, K, true>(a, s, chunks, warps, st);
+  forward_ve<I, T, V, K, false>(a, s, chunks, warps, st);
 }
 
 template <class I, class T>
@@ -1297,10 +1337,11 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
   a.scale = p.dropout_scale;
   a.seed = p.seed;
   a.seed_ptr = p.seed_ptr;
-  a.e2 = fwd_e2(geo);
+  a.e = fwd_edges(geo, kHalf<T>);
   const bool k1 = geo.K == 1;  // else K = 8 / V
-  if constexpr (kHalf<T>) {  // V = 4 (row_vector)
-    (k1 ? forward_v<I, T, 4, 1> : forward_v<I, T, 4, 2>)(a, *s, geo.chunks, warps, st);
+  if constexpr (kHalf<T>) {  // V = 8 (fwd_half_vector; then K = 1) or 4
+    if (geo.V == 8) forward_v<I, T, 8, 1>(a, *s, geo.chunks, warps, st);
+    else (k1 ? forward_v<I, T, 4, 1> : forward_v<I, T, 4, 2>)(a, *s, geo.chunks, warps, st);
   } else {
     switch (geo.V) {
       case 4: (k1 ? forward_v<I, T, 4, 1> : forward_v<I, T, 4, 2>)(a, *s, geo.chunks, warps, st); break;
