@@ -373,17 +373,20 @@ TEST(GatFusedGpu, DropoutMaskMatchesCpuAndIsDeterministic) {
 #endif
 }
 
-// Half rows: the forward loads 8-byte vectors of 4 halves (F = 132 and 264 are wide heads of 33
-// and 66 vectors, two a lane); the backward 16-byte vectors of 8 where F % 8 == 0 (F = 8, 16,
-// 64; 264 = 33 vectors, one a lane) and of 4 otherwise (F = 4, 12, 44, 132). F = 6 and 3 are
-// not multiples of 4 and take the float32 copy. Every graph shape, both index types, heads
-// chunked (H = 3 of 4 lanes' chunks), dropout, rows split over warps (heavy_deg = 64: the star's
-// hub, the half row, R-MAT's hubs; forward and both backward sides), a non-default stream.
+// Half rows: the forward loads 16-byte vectors of 8 halves where F % 8 == 0 and F <= 32 (F = 8
+// and 16 with four edges a logit lane, 24 and 32 with two) and 8-byte vectors of 4 otherwise
+// (F = 132 and 264 are wide heads of 33 and 66 vectors, two a lane); the backward 16-byte
+// vectors of 8 where F % 8 == 0 (F = 8, 16, 24, 32, 64; 264 = 33 vectors, one a lane) and of 4
+// otherwise (F = 4, 12, 44, 132). F = 6 and 3 are not multiples of 4 and take the float32 copy.
+// Every graph shape, both index types, heads chunked (H = 3 of 4 lanes' chunks), dropout, rows
+// split over warps (heavy_deg = 64: the star's hub, the half row, R-MAT's hubs; forward and both
+// backward sides), a non-default stream.
 TEST(GatFusedGpu, HalfRowsEveryGraphWidthAndSplit) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA
-  const std::vector<int64_t> fs = quick() ? std::vector<int64_t>{8, 12, 264, 6}
-                                          : std::vector<int64_t>{4, 8, 12, 16, 44, 64, 132, 264, 6, 3};
+  const std::vector<int64_t> fs = quick() ? std::vector<int64_t>{8, 12, 32, 264, 6}
+                                          : std::vector<int64_t>{4, 8, 12, 16, 24, 32, 44, 64, 132,
+                                                                 264, 6, 3};
   int i = 0;
   for (DType dt : {DType::bf16, DType::f16})
     for (GraphKind k : kinds())
@@ -397,9 +400,10 @@ TEST(GatFusedGpu, HalfRowsEveryGraphWidthAndSplit) {
       }
   // Which rows the half kernels take themselves (the rest go through the float32 copy).
   const Graphs& G = graphs(GraphKind::uniform, DType::i32);
-  for (auto [F, V] : std::vector<std::pair<int64_t, int>>{{8, 8}, {16, 8}, {264, 8}, {12, 4},
-                                                          {132, 4}, {6, 0}, {3, 0}}) {
-    const int fwd_v = std::min(V, 4);  // the forward loads 4 halves at most
+  for (auto [F, V] : std::vector<std::pair<int64_t, int>>{{8, 8}, {16, 8}, {32, 8}, {40, 8},
+                                                          {264, 8}, {12, 4}, {132, 4}, {6, 0},
+                                                          {3, 0}}) {
+    const int fwd_v = F <= 32 ? V : std::min(V, 4);  // 8 halves only up to 32 (fwd_half_vector)
     const Tensor feat = Tensor::empty({G.host.n_cols, 2 * F}, DType::bf16, Device::cuda());
     Tensor out = Tensor::empty({G.host.n_rows, 2 * F}, DType::bf16, Device::cuda());
     detail::GatProblem p;

@@ -33,8 +33,8 @@ void cuda_copy_cols(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst
 // are float32 or that dtype (read as float32); the backward then has no atomic variant.
 void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_chunk);
 void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg);
-// Whether the fused kernels take p's half rows: their vector width (forward 4, backward 8 or 4
-// elements), or 0 when
+// Whether the fused kernels take p's half rows: their vector width (8 or 4 elements; the forward
+// 8 only for heads of up to 32), or 0 when
 // p.feat is not half, F % 4 != 0 or a row pointer (forward: feat, out; backward: feat, grad_out)
 // is not aligned to 4 elements.
 int gat_fused_half_width(const GatProblem& p, bool backward);

@@ -1601,7 +1601,7 @@ void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t hea
 int gat_fused_half_width(const GatProblem& p, bool backward) {
   if (!is_half(p.feat->dtype())) return 0;
   return backward ? row_vector(p, {p.feat->raw(), p.grad_out->raw()})
-                  : row_vector(p, {p.feat->raw(), p.out->raw()}, nullptr, 4);
+                  : row_vector(p, {p.feat->raw(), p.out->raw()}, nullptr, fwd_half_vector(p.F));
 }
 
 }  // namespace spgnn::detail
