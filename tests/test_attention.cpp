@@ -348,6 +348,18 @@ TEST(GatAggregate, BadArguments) {
   Tensor o2, a2;
   gat_aggregate(c.g, c.feat, c.el, c.er, p, o2, a2);
   expect_invalid([&] { gat_aggregate_backward(c.g, c.feat, c.el, c.er, a2, c.el, p, gf, gel, ger); }, "grad_out");
+  expect_invalid([&] { GatParams q = p; q.forward_out = &c.el; gat_aggregate_backward(c.g, c.feat, c.el, c.er, a2, c.grad_out, q, gf, gel, ger); }, "params.forward_out");
+  expect_invalid([&] { GatParams q = p; const Tensor o64 = o2.astype(DType::f64); q.forward_out = &o64; gat_aggregate_backward(c.g, c.feat, c.el, c.er, a2, c.grad_out, q, gf, gel, ger); }, "params.forward_out");
+  {  // the CPU strategies compute each row's t themselves: the same gradients with it
+    Tensor gf0, gel0, ger0, gf1, gel1, ger1;
+    gat_aggregate_backward(c.g, c.feat, c.el, c.er, a2, c.grad_out, p, gf0, gel0, ger0);
+    GatParams q = p;
+    q.forward_out = &o2;
+    gat_aggregate_backward(c.g, c.feat, c.el, c.er, a2, c.grad_out, q, gf1, gel1, ger1);
+    EXPECT_EQ(rel_error(gf1, gf0), 0.0);
+    EXPECT_EQ(rel_error(gel1, gel0), 0.0);
+    EXPECT_EQ(rel_error(ger1, ger0), 0.0);
+  }
   expect_invalid([&] { Tensor s = Tensor::empty({c.g.nnz() + 1}, DType::f32); Tensor o; edge_softmax(c.g, s, o); }, "scores");
   expect_invalid([&] { Tensor s = Tensor::empty({c.g.nnz(), 2}, DType::f32); Tensor o, dy = Tensor::empty({c.g.nnz(), 3}, DType::f32), gs; edge_softmax_backward(c.g, s, dy, gs); }, "grad_out");
   expect_invalid([&] { Tensor s = Tensor::empty({c.g.nnz()}, DType::f32); Tensor o; edge_softmax(c.g, s, o, with("gat_fused")); }, "cuda");

@@ -305,6 +305,15 @@ DType gat_half_operands(const char* op, const Tensor& feat, const Tensor& el, co
 
 // Checks the GAT inputs shared by forward and backward and fills the problem's sizes. They are
 // float32, or `dt` (half) for the fused kernels' half path, with el and er in float32 or `dt`.
+// params.forward_out of gat_aggregate_backward, checked (null when not given).
+const Tensor* forward_out(const GatParams& params, const Graph& g, int64_t W, const char* op,
+                          DType dt) {
+  if (!params.forward_out) return nullptr;
+  check_input(*params.forward_out, "params.forward_out", op, g, {g.n_rows, W},
+              "[n_rows, H*F] (the out gat_aggregate returned)", dt);
+  return params.forward_out;
+}
+
 GatProblem gat_problem(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
                        const GatParams& params, const OpOptions& options, const char* op,
                        DType dt = DType::f32) {
@@ -503,6 +512,7 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
                     "[nnz, H] (the weights gat_aggregate returned)", h);
         check_input(grad_out, "grad_out", kOp, g, {g.n_rows, W}, "[n_rows, H*F]", h);
         p.grad_out = &grad_out;
+        forward_out(params, g, W, kOp, h);  // checked; the half kernels take t from attn
         if (detail::gat_fused_half_width(p, true) > 0) {
           const DType gd = grads_f32 ? DType::f32 : h;
           prepare_output(grad_feat, "grad_feat", kOp, {g.n_cols, W}, g.device(), gd);
@@ -520,10 +530,12 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
       }
     }
 #endif
+    GatParams params32 = params;  // its forward_out is in the half dtype
+    params32.forward_out = nullptr;
     gat_aggregate_backward(g, detail::as_f32(feat, options.stream),
                            detail::as_f32(el, options.stream), detail::as_f32(er, options.stream),
                            detail::as_f32(attn, options.stream),
-                           detail::as_f32(grad_out, options.stream), params,
+                           detail::as_f32(grad_out, options.stream), params32,
                            grads_f32 ? grad_feat : gf, grads_f32 ? grad_el : gl,
                            grads_f32 ? grad_er : gr, options);
     if (grads_f32) return;
@@ -536,6 +548,7 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
   check_input(attn, "attn", kOp, g, {g.nnz(), p.H},
               "[nnz, H] (the weights gat_aggregate returned)");
   check_input(grad_out, "grad_out", kOp, g, {g.n_rows, W}, "[n_rows, H*F]");
+  p.fwd_out = forward_out(params, g, W, kOp, DType::f32);
   prepare_output(grad_feat, "grad_feat", kOp, {g.n_cols, W}, g.device());
   prepare_output(grad_el, "grad_el", kOp, {g.n_cols, p.H}, g.device());
   prepare_output(grad_er, "grad_er", kOp, {g.n_rows, p.H}, g.device());

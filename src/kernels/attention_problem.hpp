@@ -40,6 +40,9 @@ struct GatProblem {
   Tensor* out = nullptr;           // forward: [n_rows, H*F]
   Tensor* attn = nullptr;          // forward: written [nnz, H]; backward: read
   const Tensor* grad_out = nullptr;  // backward: [n_rows, H*F]
+  // backward, optional: the forward's out for these inputs ([n_rows, H*F], feat's dtype); the
+  // fused GPU backward then takes each row's t = grad_out[v]·out[v] from it (GatParams::forward_out)
+  const Tensor* fwd_out = nullptr;
   Tensor* grad_feat = nullptr;     // backward: [n_cols, H*F]
   Tensor* grad_el = nullptr;       // backward: [n_cols, H]
   Tensor* grad_er = nullptr;       // backward: [n_rows, H]

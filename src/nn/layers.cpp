@@ -641,7 +641,7 @@ class GatConv : public Layer {
       el_ = head_dot(x, wl_, 1);
       er_ = head_dot(x, wr_, 1);
       Tensor& z = keep(z_, {g.n_rows, s_.in}, x.dtype(), x.device());
-      attend(ctx, g, x, z);
+      attend(ctx, g, x, z, true);
       Tensor& out = result(out_buf_, reuse_out_, {g.n_rows, f});
       gemm(z, false, w_.value, false, out, 0);
       add_bias_(out, b_.value);
@@ -657,11 +657,11 @@ class GatConv : public Layer {
     er_ = head_dot(feat_, ar, H);
     Tensor& out = result(out_buf_, reuse_out_, {g.n_rows, H * f});
     if (pad) {
-      attend(ctx, g, feat_, keep(agg_pad_, {g.n_rows, H * fp_}, x.dtype(), x.device()));
+      attend(ctx, g, feat_, keep(agg_pad_, {g.n_rows, H * fp_}, x.dtype(), x.device()), true);
       if (!out.defined()) out = Tensor::empty({g.n_rows, H * f}, x.dtype(), x.device());
       narrow_heads(agg_pad_, out, g.n_rows);
     } else {
-      attend(ctx, g, feat_, out);
+      attend(ctx, g, feat_, out, false);
     }
     add_bias_(out, b_.value);
     return out;
@@ -731,8 +731,10 @@ class GatConv : public Layer {
   // the attention runs on a half copy of feat (the fused kernels' half path: the per-edge feature
   // gathers are what halves shrink) and keeps its weights in half; el and er stay float32 (the
   // kernels read them so, and their sum is the logit), as do the layer's own values. The host
-  // converts too, so CPU runs show the precision a GPU run has.
-  void attend(GraphContext& ctx, const Graph& g, const Tensor& feat, Tensor& agg) {
+  // converts too, so CPU runs show the precision a GPU run has. `kept`: agg stays as written until
+  // the backward (else the backward's forward_out is a copy of it).
+  void attend(GraphContext& ctx, const Graph& g, const Tensor& feat, Tensor& agg, bool kept) {
+    agg_out_ = nullptr;
     const std::vector<int64_t> attn_shape{g.nnz(), s_.heads};
     const Device dev = feat.device();
     if (half_) {
@@ -754,7 +756,12 @@ class GatConv : public Layer {
       // (a half forward before this one, under another aggregation dtype, left half weights)
       if (attn_.defined() && (attn_.shape() != attn_shape || attn_.dtype() != feat.dtype()))
         attn_ = Tensor();
-      gat_aggregate(g, feat, el_, er_, params_, agg, attn_, auto_options(ctx));
+      const OpOptions opt = auto_options(ctx);
+      gat_aggregate(g, feat, el_, er_, params_, agg, attn_, opt);
+      // (only the fused GPU backward reads it)
+      if (dev.is_cuda() && !kept)
+        keep(agg_keep_, agg.shape(), agg.dtype(), dev).copy_from(agg, opt.stream);
+      agg_out_ = !dev.is_cuda() ? nullptr : kept ? &agg : &agg_keep_;
     }
   }
   // Its backward for the upstream gradient gy: d feat into gfeat (allocated when undefined), d el
@@ -781,7 +788,9 @@ class GatConv : public Layer {
       detail::ProfileScope prof(Phase::aggregate_forward);  // counted as backward in this pass
       if (gel_.defined() && gel_.shape() != std::vector<int64_t>{g.n_cols, s_.heads}) gel_ = Tensor();
       if (ger_.defined() && ger_.shape() != std::vector<int64_t>{g.n_rows, s_.heads}) ger_ = Tensor();
-      gat_aggregate_backward(g, feat, el_, er_, attn_, gy, params_, gfeat, gel_, ger_,
+      GatParams bp = params_;
+      bp.forward_out = agg_out_;
+      gat_aggregate_backward(g, feat, el_, er_, attn_, gy, bp, gfeat, gel_, ger_,
                              auto_options(ctx));
     }
   }
@@ -814,6 +823,10 @@ class GatConv : public Layer {
   Tensor x_, feat_, el_, er_, attn_;
   Tensor wl_, wr_, z_, dz_, gwl_, gwr_;  // aggregate-first: W a_l, W a_r, the attended x
   Tensor feat_h_, agg_h_, gy_h_;  // half copies (half_)
+  // the attention's output as the backward reads it (GatParams::forward_out): agg_h_, z_ or
+  // agg_pad_ themselves, or agg_keep_, a copy of an output that the bias is added to
+  const Tensor* agg_out_ = nullptr;
+  Tensor agg_keep_;
   Tensor out_buf_, dx_buf_, gfeat_, gel_, ger_;
   Tensor w_pad_, al_pad_, ar_pad_, agg_pad_, dy_pad_, al_gpad_, ar_gpad_, gw_pad_;  // padded heads
 };

@@ -120,7 +120,7 @@ void run_bench_gat(const GatBenchArgs& o) {
           return r;
         };
         // ---- forward: fused and unfused ----
-        Tensor attn_saved;
+        Tensor attn_saved, out_saved;
         std::vector<GatRow> fwd;
         for (const std::string& s : {fused, std::string("unfused")}) {
           GatRow r = base(s + " fwd");
@@ -140,7 +140,10 @@ void run_bench_gat(const GatBenchArgs& o) {
           const auto t = detail::time_runs(call, dev, o.warmup, o.reps);
           r.ms = t.median;
           r.gbs = bytes / (r.ms * 1e6);
-          if (s == fused) attn_saved = attn;
+          if (s == fused) {
+            attn_saved = attn;
+            out_saved = out;
+          }
           fwd.push_back(r);
         }
         for (auto& r : fwd) {
@@ -149,22 +152,31 @@ void run_bench_gat(const GatBenchArgs& o) {
         }
         // ---- backward: gather over the transpose vs atomics (GPU); cpu on the CPU ----
         if (o.backward) {
-          std::vector<std::pair<std::string, OpOptions>> variants;
+          struct Variant {
+            std::string label;
+            OpOptions opt;
+            bool with_out;  // params.forward_out = the fused forward's out
+          };
+          std::vector<Variant> variants;
           OpOptions b0;
           b0.schedule = fused_s;
-          variants.push_back({fused + " bwd" + (dev.is_cuda() ? " (gather)" : ""), b0});
+          variants.push_back({fused + " bwd" + (dev.is_cuda() ? " (gather)" : ""), b0, false});
           if (dev.is_cuda()) {
+            if (!is_half(vt))  // (halves do not use params.forward_out)
+              variants.push_back({fused + " bwd (gather, t from out)", b0, true});
             OpOptions b1 = b0;
             b1.schedule.params["bwd_atomic"] = 1;
-            variants.push_back({fused + " bwd (atomic)", b1});
+            variants.push_back({fused + " bwd (atomic)", b1, false});
           }
           Tensor gf_first, gel_first;
           double first_ms = NAN;
-          for (auto& [label, opt] : variants) {
+          for (auto& [label, opt, with_out] : variants) {
             GatRow r = base(label);
             Tensor gf, gel, ger;
+            GatParams bp = prm;
+            if (with_out) bp.forward_out = &out_saved;
             auto call = [&] {
-              gat_aggregate_backward(g, feat, el, er, attn_saved, gout, prm, gf, gel, ger, opt);
+              gat_aggregate_backward(g, feat, el, er, attn_saved, gout, bp, gf, gel, ger, opt);
             };
             call();  // also builds and caches the transpose, outside the timed runs
             detail::synchronize(dev);

@@ -95,6 +95,9 @@ struct GatArgs {
   const float* __restrict__ er;
   const T* __restrict__ attn_in;  // backward
   const T* __restrict__ grad_out;
+  // backward, optional: the forward's out (GatProblem::fwd_out); the destination pass then takes
+  // t from it and walks each row once (bwd_dst_range's kOut)
+  const T* __restrict__ fwd_out;
   float* grad_feat;
   float* grad_el;
   float* grad_er;
@@ -603,7 +606,7 @@ constexpr int kRows = 0, kSegSums = 1, kSegGrads = 2;
 // variant): batching kUnroll = 4 edges per group (their feature loads in flight together) was
 // slower on the H100 at F = 32 (kron21 H = 1 gather 8.3 vs 6.0 ms, Reddit-shaped 12.2 vs 10.0 ms):
 // the registers it takes cost more warps than it hides; two edges gain on the H200 (bwd_e2).
-template <class I, class T, int V, int K, bool kAtomic>
+template <class I, class T, int V, int K, bool kAtomic, bool kOut>
 __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, int64_t v,
                                               int64_t b, int64_t e, int lane) {
   // A group is HC heads of GH lanes each (bwd_heads); lane (grp, hi, gl) works on head
@@ -729,11 +732,82 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
       }
     }
   };
+  // kOut: t = grad_out[v, h]·out[v, h] (the forward's out is sum_e a_e mask_e feat[u, h], so
+  // this is sum_e a_e d_a_e), known before the edges are walked: one walk gives each edge's d_z,
+  // and no d_a is stored and read back. Each group's lane gl = 0 stores the edge's pair and sums
+  // its d_z into ger.
+  auto dots_dz = [&](auto e_count, int64_t h, bool hv, float t, float erv, float& ger) {
+    constexpr int E = decltype(e_count)::value;
+    for (int64_t j = b + grp; j < e; j += E * NG) {
+      int64_t jx[E], u[E];
+      bool ok[E];
+      float aj[E], elu[E];
+#pragma unroll
+      for (int xe = 0; xe < E; ++xe) {
+        jx[xe] = j + xe * NG;
+        ok[xe] = xe == 0 || jx[xe] < e;
+        u[xe] = __ldg(a.col + (ok[xe] ? jx[xe] : j));
+        aj[xe] = ok[xe] && hv ? elem::ldg1(a.attn_in + jx[xe] * a.H + h) : 0.f;
+      }
+#pragma unroll
+      for (int xe = 0; xe < E; ++xe) elu[xe] = hv ? elem::ldg1(a.el + u[xe] * a.H + h) : 0.f;
+      float d[E];
+#pragma unroll
+      for (int xe = 0; xe < E; ++xe) d[xe] = 0.f;
+      if (hv)
+        each_vector(h, [&](int64_t foff) {
+          float xs[E][V], y[V];
+#pragma unroll
+          for (int xe = 0; xe < E; ++xe) elem::load<V>(xs[xe], a.feat + u[xe] * a.W + foff);
+          elem::load<V>(y, gv + foff);
+#pragma unroll
+          for (int xe = 0; xe < E; ++xe)
+#pragma unroll
+            for (int q = 0; q < V; ++q) d[xe] = fmaf(xs[xe][q], y[q], d[xe]);
+        });
+      for (int off = GH >> 1; off; off >>= 1)
+#pragma unroll
+        for (int xe = 0; xe < E; ++xe) d[xe] += __shfl_xor_sync(gmask, d[xe], off);
+      if (!hv || gl != 0) continue;
+#pragma unroll
+      for (int xe = 0; xe < E; ++xe) {
+        if (!ok[xe]) continue;
+        const float mask = drop_factor(a, key, jx[xe], h);
+        const float ds = aj[xe] * (d[xe] * mask - t);
+        const float dzv = elu[xe] + erv > 0.f ? ds : ds * a.slope;
+        ger += dzv;
+        a.dz[jx[xe] * a.H + h] = make_float2(aj[xe] * mask, dzv);
+      }
+    }
+  };
   using One = std::integral_constant<int, 1>;
   using Two = std::integral_constant<int, 2>;
   for (int64_t h0 = 0; h0 < a.H; h0 += HC) {
     const int64_t h = h0 + hi;
     const bool hv = h < a.H;
+    if constexpr (kOut) {  // any part but kSegGrads (not launched): the whole walk
+      float t = 0.f;
+      if (hv)
+        each_vector(h, [&](int64_t foff) {
+          float y[V], o[V];
+          elem::load<V>(y, gv + foff);
+          elem::load<V>(o, a.fwd_out + v * a.W + foff);
+#pragma unroll
+          for (int q = 0; q < V; ++q) t = fmaf(y[q], o[q], t);
+        });
+      for (int off = GH >> 1; off; off >>= 1) t += __shfl_xor_sync(gmask, t, off);
+      const float erv = hv ? elem::ldg1(a.er + v * a.H + h) : 0.f;
+      float ger = 0.f;
+      if (paired) dots_dz(Two{}, h, hv, t, erv, ger);
+      else dots_dz(One{}, h, hv, t, erv, ger);
+      // Over the groups (lane gl = 0 of each holds its edges' sum).
+      for (int off = 16; off >= G; off >>= 1) ger += __shfl_xor_sync(kFullMask, ger, off);
+      if (grp == 0 && gl == 0 && hv) {
+        if (part == kRows) a.grad_er[v * a.H + h] = ger;
+        else atomicAdd(a.grad_er + v * a.H + h, ger);
+      }
+      continue;
+    }
     float t = 0.f;
     if (part != kSegGrads) {
       if constexpr (kPairable) {
@@ -776,7 +850,7 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
 
 // Backward kernel 1 (destination side, see above). kAtomic also scatters grad_feat and grad_el
 // (which the launcher zeroed first).
-template <class I, class T, int V, int K, bool kAtomic>
+template <class I, class T, int V, int K, bool kAtomic, bool kOut = false>
 __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_rows_kernel(const GatArgs<I, T> a,
                                                                            int part) {
   const int lane = threadIdx.x & 31;
@@ -797,7 +871,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_rows_kernel(const
     b = a.seg_begin[w];
     e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
   }
-  bwd_dst_range<I, T, V, K, kAtomic>(a, part, v, b, e, lane);
+  bwd_dst_range<I, T, V, K, kAtomic, kOut>(a, part, v, b, e, lane);
 }
 
 // Backward kernel 2 (per source u, over the transposed graph): gathers grad_el and grad_feat.
@@ -1367,9 +1441,15 @@ void backward_v(GatArgs<I, T> a, const GatProblem& p, int warps, bool atomic, in
   auto kernel = gat_backward_rows_kernel<I, T, V, K, false>;
   if constexpr (!kHalf<T>)  // halves have no atomic variant (the front door converts)
     if (atomic) kernel = gat_backward_rows_kernel<I, T, V, K, true>;
+  const bool out_t = a.fwd_out && !atomic;  // t from the forward's out: one walk a row
+  if constexpr (!kHalf<T>)  // (a.fwd_out is null for halves: see backward)
+    if (out_t) kernel = gat_backward_rows_kernel<I, T, V, K, false, true>;
   kernel<<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, kRows);
   SPGNN_CUDA_CHECK_LAUNCH();
-  if (s->n_heavy) {
+  if (s->n_heavy && out_t) {  // the split rows' segments need no t from each other
+    kernel<<<blocks_for(s->n_seg, warps), warps * 32, 0, st>>>(a, kSegSums);
+    SPGNN_CUDA_CHECK_LAUNCH();
+  } else if (s->n_heavy) {
     SPGNN_CUDA_CHECK(cudaMemsetAsync(a.tbuf, 0, static_cast<size_t>(a.n * a.H) * sizeof(float),
                                      st));
     for (int part : {kSegSums, kSegGrads}) {
@@ -1435,6 +1515,14 @@ void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, fl
   GatArgs<I, T> a = make_args<I, T>(p, nv);
   a.attn_in = static_cast<const T*>(p.attn->raw());
   a.grad_out = static_cast<const T*>(p.grad_out->raw());
+  // The forward's out, read with grad_out's vectors (ignored when its rows are not aligned for
+  // them, or with SPGNN_GAT_BWD_OUT=0 in the environment: a tuning hook). Not for halves: t from
+  // the rounded out disagrees with the sum over the rounded weights that the edges' d_a_e - t
+  // cancel against, and grad_er's error grew 4x (GAT_NOTES, fiftieth session).
+  static const bool out_off = env_value("SPGNN_GAT_BWD_OUT") == "0";
+  if constexpr (!kHalf<T>)
+    if (p.fwd_out && !out_off && gnnone::aligned_to(p.fwd_out->raw(), V * sizeof(T)))
+      a.fwd_out = static_cast<const T*>(p.fwd_out->raw());
   a.grad_feat = grad_feat;
   a.grad_el = grad_el;
   a.grad_er = grad_er;
