@@ -590,7 +590,11 @@ def _gat_grads(feat: Tensor, el: Tensor, er: Tensor) -> Tuple[Tensor, Tensor, Te
 
 def _gat_aggregate_backward_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, attn: Tensor,
                                  grad: Tensor, heads: int, negative_slope: float, dropout: float,
-                                 seed: Tensor, strategy: str) -> Tuple[Tensor, Tensor, Tensor]:
+                                 seed: Tensor, strategy: str,
+                                 out: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+    """``out``: the forward's output for these inputs, unmodified, or None. The fused float32
+    GPU backward then takes each row's sum_e a_e d_a_e as grad[v]·out[v] and walks each row's
+    edges once (the core's GatParams::forward_out)."""
     gf, gl, gr = _gat_grads(feat, el, er)
     if feat.is_cuda and C.graph_info(_addr(h))["device_built"]:
         # The backward walks the transpose: give it the one built on the GPU (the core would
@@ -602,7 +606,8 @@ def _gat_aggregate_backward_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor
         C.gat_aggregate_backward(_addr(h), arr(feat), arr(el), arr(er), arr(attn), arr(grad),
                                  heads, negative_slope, dropout, host_seed, arr(gf), arr(gl),
                                  arr(gr), stream_of(feat), strategy,
-                                 None if dev_seed is None else arr(dev_seed))
+                                 None if dev_seed is None else arr(dev_seed),
+                                 None if out is None else arr(out))
     return gf, gl, gr
 
 
@@ -611,21 +616,26 @@ _gat_aggregate_backward_op = custom_op(f"{_lib}::gat_aggregate_backward",
 
 
 @register_fake(f"{_lib}::gat_aggregate_backward")
-def _(h, feat, el, er, attn, grad, heads, negative_slope, dropout, seed, strategy):
+def _(h, feat, el, er, attn, grad, heads, negative_slope, dropout, seed, strategy, out=None):
     return _gat_grads(feat, el, er)
 
 
 def _gat_setup(ctx, inputs, output):
     h, feat, el, er, heads, slope, dropout, seed, n_rows, strategy = inputs
     ctx.heads, ctx.slope, ctx.dropout, ctx.strategy = heads, slope, dropout, strategy
-    ctx.save_for_backward(h, feat, el, er, output[1], seed)
+    # The float32 GPU backward reads the output (as torch.softmax's does; modifying it in place
+    # then makes autograd raise): the halves' kernels and the CPU do not, and keep nothing more.
+    ctx.with_out = feat.is_cuda and feat.dtype == torch.float32
+    ctx.save_for_backward(h, feat, el, er, output[1], seed,
+                          *((output[0],) if ctx.with_out else ()))
     ctx.mark_non_differentiable(output[1])
 
 
 def _gat_backward(ctx, grad, _grad_attn):
-    h, feat, el, er, attn, seed = ctx.saved_tensors
+    h, feat, el, er, attn, seed, *out = ctx.saved_tensors
     gf, gl, gr = gat_aggregate_backward(h, feat, el, er, attn, grad.contiguous(), ctx.heads,
-                                        ctx.slope, ctx.dropout, seed, ctx.strategy)
+                                        ctx.slope, ctx.dropout, seed, ctx.strategy,
+                                        out[0] if out else None)
     return None, gf, gl, gr, None, None, None, None, None, None
 
 

@@ -235,7 +235,8 @@ def gat_aggregate(g: Graph, feat: Tensor, el: Tensor, er: Tensor, negative_slope
     feat: [N_src, H, F] (or [N_src, H*F]), el: [N_src, H], er: [N_dst, H]. With float16 or
     bfloat16 feat, el and er may be float32 (used unrounded; autocast keeps them so) or feat's
     dtype. Returns (out [N_dst, H, F] and attention [E, H] before dropout, in the graph's edge
-    order, both in feat's dtype)."""
+    order, both in feat's dtype). On float32 CUDA tensors the backward reads ``out`` (as
+    torch.softmax's reads its output): modifying it in place makes autograd raise."""
     g = _graph(g)
     check_float(el, "el", ndim=(2,), device=g.device, rows=g.num_src_nodes,
                 rows_name="num_src_nodes")

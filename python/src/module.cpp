@@ -413,14 +413,16 @@ NB_MODULE(_C, m) {
       [](uintptr_t h, const Array& feat, const Array& el, const Array& er, const Array& attn,
          const Array& grad_out, int64_t heads, float slope, float dropout, uint64_t seed,
          const Array& grad_feat, const Array& grad_el, const Array& grad_er, uintptr_t stream,
-         const std::string& strategy, const OptArray& device_seed) {
+         const std::string& strategy, const OptArray& device_seed, const OptArray& forward_out) {
         auto g = lookup(h);
         Tensor f = view(feat, "feat"), l = view(el, "el"), r = view(er, "er"),
                a = view(attn, "attn"), go = view(grad_out, "grad_out"),
                gf = view(grad_feat, "grad_feat"), gl = view(grad_el, "grad_el"),
                gr = view(grad_er, "grad_er");
-        const GatParams p = gat_params(heads, slope, dropout, seed, device_seed, f,
-                                       "gat_aggregate_backward");
+        GatParams p = gat_params(heads, slope, dropout, seed, device_seed, f,
+                                 "gat_aggregate_backward");
+        const Tensor fo = forward_out ? view(*forward_out, "forward_out") : Tensor();
+        if (forward_out) p.forward_out = &fo;
         const OpOptions opt = options_for(stream, strategy);
         nb::gil_scoped_release unlocked;
         gat_aggregate_backward(g->g, f, l, r, a, go, p, gf, gl, gr, opt);
@@ -429,7 +431,7 @@ NB_MODULE(_C, m) {
       "attn"_a.noconvert(), "grad_out"_a.noconvert(), "heads"_a, "negative_slope"_a,
       "dropout"_a, "seed"_a, "grad_feat"_a.noconvert(), "grad_el"_a.noconvert(),
       "grad_er"_a.noconvert(), "stream"_a, "strategy"_a,
-      "device_seed"_a.noconvert() = nb::none());
+      "device_seed"_a.noconvert() = nb::none(), "forward_out"_a.noconvert() = nb::none());
 
   // ---- dropout --------------------------------------------------------------------------------
   // Inverted dropout whose mask is a hash of (seed, element index): nothing to save for the

@@ -285,6 +285,29 @@ def test_gat_dropout_is_seeded_by_torch(gen, device):
     assert not torch.equal(a, full)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_gat_backward_given_the_forward_output(gen, device):
+    """The backward op given the forward's out: the same gradients (the float32 GPU kernel takes
+    each row's sum_e a_e d_a_e from it, the CPU ignores it); an out of the wrong shape is named."""
+    from spgnn import _ops
+    ei, n = make_edge_index("skewed", gen)
+    h = spgnn.Graph(ei.to(device), n).handle()
+    H, C = 2, 8
+    feat = randn(gen, n, H * C, device=device)
+    el, er = randn(gen, n, H, device=device), randn(gen, n, H, device=device)
+    up = randn(gen, n, H * C, device=device)
+    seed = torch.tensor([7])
+    out, attn = _ops.gat_aggregate(h, feat, el, er, H, 0.2, 0.3, seed, n, "")
+    args = (h, feat, el, er, attn, up, H, 0.2, 0.3, seed, "")
+    without = _ops.gat_aggregate_backward(*args)
+    given = _ops.gat_aggregate_backward(*args, out)
+    scale = (up.abs() * feat.abs().mean()).norm()
+    for a, b in zip(given, without):
+        assert rel_err(a, b, scale) < 1e-5
+    with pytest.raises(ValueError, match="forward_out"):
+        _ops.gat_aggregate_backward(*args, out[:-1])
+
+
 def _distinct_rows(gen, n, F, device):
     # a random permutation per row: no ties, so top-k is unambiguous
     return torch.argsort(torch.rand(n, F, generator=gen), dim=1).float().to(device) / F - 0.5
