@@ -360,6 +360,37 @@ TEST(GatAggregate, BadArguments) {
     EXPECT_EQ(rel_error(gel1, gel0), 0.0);
     EXPECT_EQ(rel_error(ger1, ger0), 0.0);
   }
+  {  // half feat: a float32 out takes the sums unrounded; only the fused GPU kernels write the
+     // softmax state (here it is left undefined); forward_out may be float32, checked either way
+    const Tensor fh = c.feat.astype(DType::bf16), gh = c.grad_out.astype(DType::bf16);
+    Tensor o32 = Tensor::empty({c.g.n_rows, c.feat.dim(1)}, DType::f32), ah;
+    Tensor st = Tensor::empty({c.g.n_rows, p.heads, 2}, DType::f32);
+    GatParams q = p;
+    q.attn_dropout = 0.3f;
+    q.softmax_state = &st;
+    gat_aggregate(c.g, fh, c.el, c.er, q, o32, ah);
+    EXPECT_EQ(o32.dtype(), DType::f32);
+    EXPECT_EQ(ah.dtype(), DType::bf16);
+    EXPECT_FALSE(st.defined());
+    Tensor oref, aref;
+    q.softmax_state = nullptr;
+    gat_aggregate(c.g, fh.astype(DType::f32), c.el, c.er, q, oref, aref);
+    EXPECT_EQ(rel_error(o32, oref), 0.0);
+    Tensor gf0, gel0, ger0, gf1, gel1, ger1;
+    gat_aggregate_backward(c.g, fh, c.el, c.er, ah, gh, q, gf0, gel0, ger0);
+    GatParams b = q;
+    b.forward_out = &o32;
+    gat_aggregate_backward(c.g, fh, c.el, c.er, ah, gh, b, gf1, gel1, ger1);
+    EXPECT_EQ(rel_error(gf1, gf0), 0.0);
+    EXPECT_EQ(rel_error(ger1, ger0), 0.0);
+    const Tensor o64 = oref.astype(DType::f64);
+    b.forward_out = &o64;
+    expect_invalid([&] { gat_aggregate_backward(c.g, fh, c.el, c.er, ah, gh, b, gf1, gel1, ger1); }, "params.forward_out");
+    Tensor bad = Tensor::empty({c.g.n_rows, p.heads + 1, 2}, DType::f32);
+    b.forward_out = &o32;
+    b.softmax_state = &bad;
+    expect_invalid([&] { gat_aggregate_backward(c.g, fh, c.el, c.er, ah, gh, b, gf1, gel1, ger1); }, "params.softmax_state");
+  }
   expect_invalid([&] { Tensor s = Tensor::empty({c.g.nnz() + 1}, DType::f32); Tensor o; edge_softmax(c.g, s, o); }, "scores");
   expect_invalid([&] { Tensor s = Tensor::empty({c.g.nnz(), 2}, DType::f32); Tensor o, dy = Tensor::empty({c.g.nnz(), 3}, DType::f32), gs; edge_softmax_backward(c.g, s, dy, gs); }, "grad_out");
   expect_invalid([&] { Tensor s = Tensor::empty({c.g.nnz()}, DType::f32); Tensor o; edge_softmax(c.g, s, o, with("gat_fused")); }, "cuda");

@@ -73,12 +73,18 @@ struct GatParams {
   // provided the graph itself rewrites that address (torch.randint on the device inside it).
   const uint64_t* dropout_seed_device = nullptr;
   // gat_aggregate_backward only, optional: the out that gat_aggregate returned for the same
-  // inputs and params, unmodified ([n_rows, H*F], feat's dtype and device). The fused GPU
-  // backward in float32 then takes each row's sum_e a_e d_a_e as grad_out[v]·out[v] and walks
-  // each row's edges once (1.2-1.4x faster at heads of 8-16 features on the Reddit shape,
-  // about even at 64). Half tensors: checked, not used (t from the rounded out raised
-  // grad_er's error 4x). The CPU strategies ignore it.
+  // inputs and params, unmodified ([n_rows, H*F], feat's dtype, or float32 with half feat). The
+  // fused GPU backward then takes each row's sum_e a_e d_a_e as grad_out[v]·out[v] and walks
+  // each row's edges once (float32: 1.2-1.4x faster at heads of 8-16 features on the Reddit
+  // shape, about even at 64). Half feat: used only as a float32 out together with
+  // softmax_state (t from a rounded out, or against rounded weights, raised grad_er's error 4x);
+  // otherwise checked and ignored. The CPU strategies ignore it.
   const Tensor* forward_out = nullptr;
+  // Optional, [n_rows, H, 2] float32: each row's softmax state (the logits' max, the sum of
+  // exp(s_e - max)). gat_aggregate writes it when the fused GPU kernels run (allocating it when
+  // undefined) and leaves it undefined on every other path; gat_aggregate_backward with half
+  // feat then recomputes each weight from it in float32 (with a float32 forward_out).
+  Tensor* softmax_state = nullptr;
 };
 // GAT aggregation, TLPGNN-style fusion when the strategy is gat_fused. For destination v, head h:
 //   s_e = leaky_relu(el[u, h] + er[v, h]);  a_e = softmax over v's edges of s_e (dropped out);
@@ -87,8 +93,9 @@ struct GatParams {
 // the softmax weights before dropout (for backward; pass undefined to let it be allocated).
 // float32, or float16/bfloat16 feat (float32 sums, one rounding per result; the fused GPU kernels
 // read half rows of F % 4 == 0 themselves) with el and er in float32 (used unrounded) or feat's
-// dtype. The backward's gradients come out in feat's dtype, or unrounded where the caller passes
-// float32 outputs (all three) with half inputs.
+// dtype. With half feat, a float32 `out` takes the sums unrounded. The backward's gradients come
+// out in feat's dtype, or unrounded where the caller passes float32 outputs (all three) with
+// half inputs.
 void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
                    const GatParams& params, Tensor& out, Tensor& attn,
                    const OpOptions& options = {});

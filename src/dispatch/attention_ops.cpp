@@ -303,17 +303,40 @@ DType gat_half_operands(const char* op, const Tensor& feat, const Tensor& el, co
   return h;
 }
 
-// Checks the GAT inputs shared by forward and backward and fills the problem's sizes. They are
-// float32, or `dt` (half) for the fused kernels' half path, with el and er in float32 or `dt`.
-// params.forward_out of gat_aggregate_backward, checked (null when not given).
+// params.forward_out of gat_aggregate_backward, checked: in `dt` (feat's dtype) or, with half
+// feat, float32. Returns it where it is float32 (what the kernels read), else null.
 const Tensor* forward_out(const GatParams& params, const Graph& g, int64_t W, const char* op,
                           DType dt) {
   if (!params.forward_out) return nullptr;
-  check_input(*params.forward_out, "params.forward_out", op, g, {g.n_rows, W},
-              "[n_rows, H*F] (the out gat_aggregate returned)", dt);
-  return params.forward_out;
+  const Tensor& o = *params.forward_out;
+  const DType want = o.defined() && o.dtype() == DType::f32 ? DType::f32 : dt;
+  check_input(o, "params.forward_out", op, g, {g.n_rows, W},
+              "[n_rows, H*F] (the out gat_aggregate returned)", want);
+  return want == DType::f32 ? params.forward_out : nullptr;
 }
 
+// params.softmax_state of gat_aggregate_backward, checked where defined (else null).
+Tensor* softmax_state_in(const GatParams& params, const Graph& g, int64_t H, const char* op) {
+  if (!params.softmax_state || !params.softmax_state->defined()) return nullptr;
+  check_input(*params.softmax_state, "params.softmax_state", op, g, {g.n_rows, H, 2},
+              "[n_rows, H, 2] (the state gat_aggregate wrote)");
+  return params.softmax_state;
+}
+
+// params.softmax_state of gat_aggregate: prepared for the fused GPU forward to write.
+Tensor* softmax_state_out(const GatParams& params, const Graph& g, int64_t H, const char* op) {
+  if (!params.softmax_state) return nullptr;
+  prepare_output(*params.softmax_state, "params.softmax_state", op, {g.n_rows, H, 2}, g.device());
+  return params.softmax_state;
+}
+
+// ... and left undefined on every other path (nothing there writes it).
+void no_softmax_state(const GatParams& params) {
+  if (params.softmax_state) *params.softmax_state = Tensor();
+}
+
+// Checks the GAT inputs shared by forward and backward and fills the problem's sizes. They are
+// float32, or `dt` (half) for the fused kernels' half path, with el and er in float32 or `dt`.
 GatProblem gat_problem(const Graph& g, const Tensor& feat, const Tensor& el, const Tensor& er,
                        const GatParams& params, const OpOptions& options, const char* op,
                        DType dt = DType::f32) {
@@ -444,6 +467,7 @@ void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const T
                    const GatParams& params, Tensor& out, Tensor& attn, const OpOptions& options) {
   constexpr const char* kOp = "gat_aggregate";
   if (const DType h = gat_half_operands(kOp, feat, el, er, {{&feat, "feat"}}); is_half(h)) {
+    const bool out32 = out.defined() && out.dtype() == DType::f32;  // the sums unrounded
 #if SPGNN_WITH_CUDA
     // The fused kernels read and write halves themselves: the per-edge gathers of feat are what
     // halves shrink. No conversion and no allocation but the outputs (capturable).
@@ -451,22 +475,27 @@ void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const T
       GatProblem p = gat_problem(g, feat, el, er, params, options, kOp, h);
       const Resolved r = resolve(options.schedule, g, kOp, true, false);
       if (r.name == "gat_fused") {
-        prepare_output(out, "out", kOp, {g.n_rows, p.H * p.F}, g.device(), h);
+        prepare_output(out, "out", kOp, {g.n_rows, p.H * p.F}, g.device(), out32 ? DType::f32 : h);
         prepare_output(attn, "attn", kOp, {g.nnz(), p.H}, g.device(), h);
         SPGNN_CHECK(out.raw() != feat.raw() || out.numel() == 0, InvalidArgument, kOp,
                     ": 'out' must not share memory with 'feat'");
         p.out = &out;
         p.attn = &attn;
-        if (g.n_rows == 0) return;
-        if (detail::gat_fused_half_width(p, false) > 0)
+        if (detail::gat_fused_half_width(p, false) > 0) {
+          p.state = softmax_state_out(params, g, p.H, kOp);
+          if (g.n_rows == 0) return;
           return detail::gat_fused_forward(p, r.warps, r.heavy_deg, r.heads_per_chunk);
+        }
       }
     }
 #endif
+    no_softmax_state(params);
+    GatParams params32 = params;
+    params32.softmax_state = nullptr;
     Tensor o, a;
     gat_aggregate(g, detail::as_f32(feat, options.stream), detail::as_f32(el, options.stream),
-                  detail::as_f32(er, options.stream), params, o, a, options);
-    detail::store_half(o, out, h, kOp, "out", options.stream);
+                  detail::as_f32(er, options.stream), params32, out32 ? out : o, a, options);
+    if (!out32) detail::store_half(o, out, h, kOp, "out", options.stream);
     return detail::store_half(a, attn, h, kOp, "attn", options.stream);
   }
   GatProblem p = gat_problem(g, feat, el, er, params, options, kOp);
@@ -477,6 +506,8 @@ void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const T
   p.out = &out;
   p.attn = &attn;
   const Resolved r = resolve(options.schedule, g, kOp, true, false);
+  if (r.name == "gat_fused") p.state = softmax_state_out(params, g, p.H, kOp);
+  else no_softmax_state(params);
   if (g.n_rows == 0) return;
   if (r.name == "cpu_ref") return detail::cpu_ref_gat_forward(p);
   if (r.name == "cpu") return detail::cpu_gat_forward(p);
@@ -512,7 +543,10 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
                     "[nnz, H] (the weights gat_aggregate returned)", h);
         check_input(grad_out, "grad_out", kOp, g, {g.n_rows, W}, "[n_rows, H*F]", h);
         p.grad_out = &grad_out;
-        forward_out(params, g, W, kOp, h);  // checked; the half kernels take t from attn
+        // Together or not at all (GatParams::forward_out).
+        p.fwd_out = forward_out(params, g, W, kOp, h);
+        p.state = softmax_state_in(params, g, p.H, kOp);
+        if (!p.fwd_out || !p.state) p.fwd_out = p.state = nullptr;
         if (detail::gat_fused_half_width(p, true) > 0) {
           const DType gd = grads_f32 ? DType::f32 : h;
           prepare_output(grad_feat, "grad_feat", kOp, {g.n_cols, W}, g.device(), gd);
@@ -530,8 +564,14 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
       }
     }
 #endif
-    GatParams params32 = params;  // its forward_out is in the half dtype
+    if (params.forward_out || params.softmax_state) {  // checked; the float32 copy takes neither
+      const GatProblem q = gat_problem(g, feat, el, er, params, options, kOp, h);
+      forward_out(params, g, q.H * q.F, kOp, h);
+      softmax_state_in(params, g, q.H, kOp);
+    }
+    GatParams params32 = params;
     params32.forward_out = nullptr;
+    params32.softmax_state = nullptr;
     gat_aggregate_backward(g, detail::as_f32(feat, options.stream),
                            detail::as_f32(el, options.stream), detail::as_f32(er, options.stream),
                            detail::as_f32(attn, options.stream),
@@ -549,6 +589,7 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
               "[nnz, H] (the weights gat_aggregate returned)");
   check_input(grad_out, "grad_out", kOp, g, {g.n_rows, W}, "[n_rows, H*F]");
   p.fwd_out = forward_out(params, g, W, kOp, DType::f32);
+  softmax_state_in(params, g, p.H, kOp);  // checked; float32 reads attn
   prepare_output(grad_feat, "grad_feat", kOp, {g.n_cols, W}, g.device());
   prepare_output(grad_el, "grad_el", kOp, {g.n_cols, p.H}, g.device());
   prepare_output(grad_er, "grad_er", kOp, {g.n_rows, p.H}, g.device());

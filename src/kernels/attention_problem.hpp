@@ -40,9 +40,13 @@ struct GatProblem {
   Tensor* out = nullptr;           // forward: [n_rows, H*F]
   Tensor* attn = nullptr;          // forward: written [nnz, H]; backward: read
   const Tensor* grad_out = nullptr;  // backward: [n_rows, H*F]
-  // backward, optional: the forward's out for these inputs ([n_rows, H*F], feat's dtype); the
-  // fused GPU backward then takes each row's t = grad_out[v]·out[v] from it (GatParams::forward_out)
+  // backward, optional: the forward's out for these inputs ([n_rows, H*F], float32); the fused
+  // GPU backward then takes each row's t = grad_out[v]·out[v] from it (GatParams::forward_out).
+  // Half rows use it only with `state`.
   const Tensor* fwd_out = nullptr;
+  // optional [n_rows, H, 2] float32, each row's softmax (max, sum) (GatParams::softmax_state):
+  // written by the fused GPU forward, read by its half backward with fwd_out
+  Tensor* state = nullptr;
   Tensor* grad_feat = nullptr;     // backward: [n_cols, H*F]
   Tensor* grad_el = nullptr;       // backward: [n_cols, H]
   Tensor* grad_er = nullptr;       // backward: [n_rows, H]

@@ -731,8 +731,10 @@ class GatConv : public Layer {
   // the attention runs on a half copy of feat (the fused kernels' half path: the per-edge feature
   // gathers are what halves shrink) and keeps its weights in half; el and er stay float32 (the
   // kernels read them so, and their sum is the logit), as do the layer's own values. The host
-  // converts too, so CPU runs show the precision a GPU run has. `kept`: agg stays as written until
-  // the backward (else the backward's forward_out is a copy of it).
+  // converts too, so CPU runs show the precision a GPU run has. The half path's out comes
+  // straight into the float32 agg, unrounded, with (on the GPU) each row's softmax state: its
+  // backward then walks each row once (GatParams::softmax_state). `kept`: agg stays as written
+  // until the backward (else the backward's forward_out is a copy of it).
   void attend(GraphContext& ctx, const Graph& g, const Tensor& feat, Tensor& agg, bool kept) {
     agg_out_ = nullptr;
     const std::vector<int64_t> attn_shape{g.nnz(), s_.heads};
@@ -742,11 +744,12 @@ class GatConv : public Layer {
       const DType hd = aggregation_dtype();
       const OpOptions opt = auto_options(ctx);
       detail::convert_into(feat, keep(feat_h_, feat.shape(), hd, dev), opt.stream);
-      Tensor& aggh = keep(agg_h_, {g.n_rows, feat.dim(1)}, hd, dev);
       if (attn_.defined() && (attn_.shape() != attn_shape || attn_.dtype() != hd)) attn_ = Tensor();
-      gat_aggregate(g, feat_h_, el_, er_, params_, aggh, attn_, opt);
-      if (!agg.defined()) agg = Tensor::empty({g.n_rows, feat.dim(1)}, feat.dtype(), dev);
-      detail::convert_into(aggh, agg, opt.stream);
+      if (!agg.defined()) agg = Tensor::empty({g.n_rows, feat.dim(1)}, DType::f32, dev);
+      GatParams fp = params_;
+      fp.softmax_state = &state_;
+      gat_aggregate(g, feat_h_, el_, er_, fp, agg, attn_, opt);
+      keep_out(agg, kept, opt);
     } else if (feat.dtype() == DType::f64) {
       SPGNN_CHECK(params_.attn_dropout == 0.f, InvalidArgument,
                   "gat layer: the float64 path has no attention dropout (use attn_dropout 0)");
@@ -758,11 +761,14 @@ class GatConv : public Layer {
         attn_ = Tensor();
       const OpOptions opt = auto_options(ctx);
       gat_aggregate(g, feat, el_, er_, params_, agg, attn_, opt);
-      // (only the fused GPU backward reads it)
-      if (dev.is_cuda() && !kept)
-        keep(agg_keep_, agg.shape(), agg.dtype(), dev).copy_from(agg, opt.stream);
-      agg_out_ = !dev.is_cuda() ? nullptr : kept ? &agg : &agg_keep_;
+      keep_out(agg, kept, opt);
     }
+  }
+  // The forward's out as the backward reads it (only the fused GPU backward does).
+  void keep_out(const Tensor& agg, bool kept, const OpOptions& opt) {
+    if (!agg.device().is_cuda()) return;
+    if (!kept) keep(agg_keep_, agg.shape(), agg.dtype(), agg.device()).copy_from(agg, opt.stream);
+    agg_out_ = kept ? &agg : &agg_keep_;
   }
   // Its backward for the upstream gradient gy: d feat into gfeat (allocated when undefined), d el
   // and d er into gel_ and ger_. The half path takes half operands and writes float32 gradients
@@ -778,7 +784,10 @@ class GatConv : public Layer {
       const OpOptions opt = auto_options(ctx);
       detail::convert_into(gy, keep(gy_h_, gy.shape(), hd, dev), opt.stream);
       if (!gfeat.defined()) gfeat = Tensor::empty({g.n_cols, w}, dt, dev);
-      gat_aggregate_backward(g, feat_h_, el_, er_, attn_, gy_h_, params_, gfeat,
+      GatParams bp = params_;
+      bp.forward_out = agg_out_;
+      bp.softmax_state = &state_;  // (undefined where the forward did not write it)
+      gat_aggregate_backward(g, feat_h_, el_, er_, attn_, gy_h_, bp, gfeat,
                              keep(gel_, {g.n_cols, s_.heads}, dt, dev),
                              keep(ger_, {g.n_rows, s_.heads}, dt, dev), opt);
     } else if (dt == DType::f64) {
@@ -822,9 +831,10 @@ class GatConv : public Layer {
   bool agg_first_ = false;  // the last forward attended over x (one head, in < out)
   Tensor x_, feat_, el_, er_, attn_;
   Tensor wl_, wr_, z_, dz_, gwl_, gwr_;  // aggregate-first: W a_l, W a_r, the attended x
-  Tensor feat_h_, agg_h_, gy_h_;  // half copies (half_)
-  // the attention's output as the backward reads it (GatParams::forward_out): agg_h_, z_ or
-  // agg_pad_ themselves, or agg_keep_, a copy of an output that the bias is added to
+  Tensor feat_h_, gy_h_;  // half copies (half_)
+  Tensor state_;          // the half forward's softmax state (GatParams::softmax_state)
+  // the attention's output as the backward reads it (GatParams::forward_out): z_ or agg_pad_
+  // themselves, or agg_keep_, a copy of an output that the bias is added to
   const Tensor* agg_out_ = nullptr;
   Tensor agg_keep_;
   Tensor out_buf_, dx_buf_, gfeat_, gel_, ger_;

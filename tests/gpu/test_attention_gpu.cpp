@@ -77,6 +77,42 @@ void expect_close(const Tensor& got, const Tensor& ref, const char* what) {
   if (!(err < kTol)) ++g_failures;
 }
 
+// grad_el and grad_er are sums of a_e (d_a_e - t) (leaky-ReLU'd) that cancel (a one-edge row's
+// are exactly 0). A backward whose t is another rounding of the same sum than its edges' terms
+// (params.forward_out) keeps float32 rounding of those terms, so its errors are measured against
+// the terms' magnitudes: per (v, h) |grad_out[v]|·out_abs[v] for er, per (u, h)
+// |feat[u]|·grad_feat_abs[u] for el, from cpu_ref runs on |feat| and |grad_out| (host float32).
+std::pair<Tensor, Tensor> logit_grad_magnitudes(const Graph& g, const Tensor& feat,
+                                                const Tensor& el, const Tensor& er,
+                                                const Tensor& attn, const Tensor& gout,
+                                                const GatParams& prm, int64_t H, int64_t F) {
+  Tensor out_abs, attn_abs, gf_abs, gel_abs, ger_abs;
+  gat_aggregate(g, abs_of(feat), el, er, prm, out_abs, attn_abs, with("cpu_ref"));
+  gat_aggregate_backward(g, feat, el, er, attn, abs_of(gout), prm, gf_abs, gel_abs, ger_abs,
+                         with("cpu_ref"));
+  const auto head_dots = [&](const Tensor& x, const Tensor& y) {
+    Tensor m = Tensor::empty({x.dim(0), H}, DType::f64);
+    const Tensor xa = abs_of(x).astype(DType::f64), ya = abs_of(y).astype(DType::f64);
+    for (int64_t i = 0; i < x.dim(0); ++i)
+      for (int64_t h = 0; h < H; ++h) {
+        double d = 0;
+        for (int64_t f = 0; f < F; ++f)
+          d += xa.data<double>()[i * H * F + h * F + f] * ya.data<double>()[i * H * F + h * F + f];
+        m.data<double>()[i * H + h] = d;
+      }
+    return m;
+  };
+  return {head_dots(feat, gf_abs), head_dots(gout, out_abs)};
+}
+
+void expect_close_terms(const Tensor& got, const Tensor& ref, const Tensor& mag, double tol,
+                        const char* what) {
+  const double err =
+      rel_error(got, ref) * norm_of(ref) / std::max({norm_of(ref), norm_of(mag), 1e-30});
+  EXPECT_LT(err, tol) << what << " (against its terms' magnitudes)";
+  if (!(err < tol)) ++g_failures;
+}
+
 // One gat_aggregate case: forward with `strategy` and (when backward) the backward variants
 // (gather, atomic, gather given the forward's out), each against cpu_ref on the same inputs.
 void check_gat(GraphKind kind, DType idx, int64_t H, int64_t F, float dropout,
@@ -113,35 +149,7 @@ void check_gat(GraphKind kind, DType idx, int64_t H, int64_t F, float dropout,
   gat_aggregate_backward(g, feat, el, er, attn_ref, gout, prm, gf_ref, gel_ref, ger_ref,
                          with("cpu_ref"));
   const Tensor attn_d = dev(attn_ref), gout_d = dev(gout);
-  // Given the forward's out, t = grad_out[v]·out[v] is not the sum over the edges' own d_a_e
-  // terms, so grad_el and grad_er (sums of a_e (d_a_e - t)) keep float32 rounding of those terms
-  // where the exact sum cancels (n1's one edge: exactly 0). Their errors are measured against
-  // the terms' magnitudes: per (v, h), |grad_out[v]|·out_abs[v] for er, per (u, h)
-  // |feat[u]|·grad_feat_abs[u] for el, from the reference run on |feat| and |grad_out|.
-  Tensor out_abs, attn_abs, gf_abs, gel_abs, ger_abs;
-  gat_aggregate(g, abs_of(feat), el, er, prm, out_abs, attn_abs, with("cpu_ref"));
-  gat_aggregate_backward(g, feat, el, er, attn_ref, abs_of(gout), prm, gf_abs, gel_abs, ger_abs,
-                         with("cpu_ref"));
-  const auto head_dots = [&](const Tensor& x, const Tensor& y) {
-    Tensor m = Tensor::empty({x.dim(0), H}, DType::f64);
-    const Tensor xa = abs_of(x).astype(DType::f64), ya = abs_of(y).astype(DType::f64);
-    for (int64_t i = 0; i < x.dim(0); ++i)
-      for (int64_t h = 0; h < H; ++h) {
-        double d = 0;
-        for (int64_t f = 0; f < F; ++f)
-          d += xa.data<double>()[i * H * F + h * F + f] * ya.data<double>()[i * H * F + h * F + f];
-        m.data<double>()[i * H + h] = d;
-      }
-    return m;
-  };
-  const Tensor mag_er = head_dots(gout, out_abs), mag_el = head_dots(feat, gf_abs);
-  const auto close_terms = [&](const Tensor& got, const Tensor& ref, const Tensor& mag,
-                               const char* name) {
-    const double err =
-        rel_error(got, ref) * norm_of(ref) / std::max({norm_of(ref), norm_of(mag), 1e-30});
-    EXPECT_LT(err, kTol) << name << " (against its terms' magnitudes)";
-    if (!(err < kTol)) ++g_failures;
-  };
+  const auto [mag_el, mag_er] = logit_grad_magnitudes(g, feat, el, er, attn_ref, gout, prm, H, F);
   for (int variant : {0, 1, 2}) {
     const bool atomic = variant == 1;
     SCOPED_TRACE(atomic ? "backward bwd_atomic=1"
@@ -158,8 +166,8 @@ void check_gat(GraphKind kind, DType idx, int64_t H, int64_t F, float dropout,
     sync(stream);
     expect_close(gf, gf_ref, "grad_feat");
     if (variant == 2) {
-      close_terms(gel, gel_ref, mag_el, "grad_el");
-      close_terms(ger, ger_ref, mag_er, "grad_er");
+      expect_close_terms(gel, gel_ref, mag_el, kTol, "grad_el");
+      expect_close_terms(ger, ger_ref, mag_er, kTol, "grad_er");
     } else {
       expect_close(gel, gel_ref, "grad_el");
       expect_close(ger, ger_ref, "grad_er");
@@ -237,6 +245,48 @@ void check_gat_half(GraphKind kind, DType idx, DType dt, int64_t H, int64_t F, f
     close(gfo, gf_ref, 2 * tol, "grad_feat (params.forward_out)");
     close(gelo, gel_ref, 2 * tol, "grad_el (params.forward_out)");
     close(gero, ger_ref, 2 * tol, "grad_er (params.forward_out)");
+  }
+  // A float32 out (the sums unrounded) and the rows' softmax state, as spgnn train's GAT layer
+  // asks for them. Given both, the backward recomputes each weight in float32 and walks each row
+  // once: its gradients are those of the unrounded weights (cpu_ref's attn_ref) to float32
+  // rounding of their terms, and within one rounding in half. Rows the half kernels do not take
+  // (F % 4 != 0: the float32 copy) leave the state undefined and read the half weights.
+  {
+    const bool fused = F % 4 == 0;
+    Tensor out32 = poisoned({g.n_rows, H * F}, stream), attn2 = poisoned({g.nnz(), H}, stream, dt),
+           st = poisoned({g.n_rows, H, 2}, stream);
+    GatParams fp = prm;
+    fp.softmax_state = &st;
+    gat_aggregate(G.dev, feat_d, el_d, er_d, fp, out32, attn2, with("gat_fused", params, stream));
+    sync(stream);
+    ASSERT_EQ(out32.dtype(), DType::f32);
+    ASSERT_EQ(st.defined(), fused);
+    close(out32, out_ref, 1e-5, "out (float32 out)");
+    close(attn2, attn_ref, tol, "attn (float32 out)");
+    Tensor gfx, gelx, gerx;
+    gat_aggregate_backward(g, f32(feat), f32(el), f32(er), attn_ref, f32(gout), prm, gfx, gelx,
+                           gerx, with("cpu_ref"));
+    const auto [mag_el, mag_er] =
+        logit_grad_magnitudes(g, f32(feat), f32(el), f32(er), attn_ref, f32(gout), prm, H, F);
+    GatParams bp = prm;
+    bp.forward_out = &out32;
+    bp.softmax_state = &st;
+    Tensor gfa = poisoned({g.n_cols, H * F}, stream), gela = poisoned({g.n_cols, H}, stream),
+           gera = poisoned({g.n_rows, H}, stream);
+    gat_aggregate_backward(G.dev, feat_d, el_d, er_d, attn2, dev(gout), bp, gfa, gela, gera,
+                           with("gat_fused", params, stream));
+    Tensor gfb = poisoned({g.n_cols, H * F}, stream, dt), gelb = poisoned({g.n_cols, H}, stream, dt),
+           gerb = poisoned({g.n_rows, H}, stream, dt);
+    gat_aggregate_backward(G.dev, feat_d, el_d, er_d, attn2, dev(gout), bp, gfb, gelb, gerb,
+                           with("gat_fused", params, stream));
+    sync(stream);
+    const double t32 = fused ? 1e-5 : 2 * tol, th = fused ? tol : 2 * tol;
+    close(gfa, gfx, t32, "grad_feat (float32 out and state)");
+    expect_close_terms(gela, gelx, mag_el, t32, "grad_el (float32 out and state)");
+    expect_close_terms(gera, gerx, mag_er, t32, "grad_er (float32 out and state)");
+    close(gfb, gfx, th, "grad_feat (float32 out and state, half gradients)");
+    expect_close_terms(gelb, gelx, mag_el, th, "grad_el (float32 out and state, half gradients)");
+    expect_close_terms(gerb, gerx, mag_er, th, "grad_er (float32 out and state, half gradients)");
   }
   // float32 outputs take the float32 sums unrounded (spgnn train's GAT layer asks for them).
   Tensor gf32 = poisoned({g.n_cols, H * F}, stream), gel32 = poisoned({g.n_cols, H}, stream),

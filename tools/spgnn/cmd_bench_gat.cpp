@@ -146,6 +146,30 @@ void run_bench_gat(const GatBenchArgs& o) {
           }
           fwd.push_back(r);
         }
+        // Half rows: the fused forward into a float32 out, with the rows' softmax state (what
+        // spgnn train's GAT layer runs; its backward then walks each row once).
+        Tensor out32, state;
+        if (dev.is_cuda() && is_half(vt)) {
+          GatRow r = base(fused + " fwd (f32 out, state)");
+          OpOptions opt;
+          opt.schedule = fused_s;
+          out32 = Tensor::full({host.n_rows, H * F}, DType::f32, NAN, dev);
+          Tensor attn;
+          GatParams fp = prm;
+          fp.softmax_state = &state;
+          auto call = [&] { gat_aggregate(g, feat, el, er, fp, out32, attn, opt); };
+          call();
+          detail::synchronize(dev);
+          if (!o.no_check) {
+            r.err = std::max(rel_err(gather_rows(host_f32(out32), sample.rows), out_ref),
+                             rel_err(gather_rows(host_f32(attn), sample.edges), attn_ref));
+            r.failed = !(r.err < tol);
+          }
+          const auto t = detail::time_runs(call, dev, o.warmup, o.reps);
+          r.ms = t.median;
+          r.gbs = bytes / (r.ms * 1e6);
+          fwd.insert(fwd.end() - 1, r);
+        }
         for (auto& r : fwd) {
           r.speedup = fwd.back().ms / r.ms;  // unfused (the last) over this one
           rows.push_back(r);
@@ -155,15 +179,14 @@ void run_bench_gat(const GatBenchArgs& o) {
           struct Variant {
             std::string label;
             OpOptions opt;
-            bool with_out;  // params.forward_out = the fused forward's out
+            bool with_out;  // params.forward_out = the fused forward's out (halves: out32, state)
           };
           std::vector<Variant> variants;
           OpOptions b0;
           b0.schedule = fused_s;
           variants.push_back({fused + " bwd" + (dev.is_cuda() ? " (gather)" : ""), b0, false});
           if (dev.is_cuda()) {
-            if (!is_half(vt))  // (halves do not use params.forward_out)
-              variants.push_back({fused + " bwd (gather, t from out)", b0, true});
+            variants.push_back({fused + " bwd (gather, t from out)", b0, true});
             OpOptions b1 = b0;
             b1.schedule.params["bwd_atomic"] = 1;
             variants.push_back({fused + " bwd (atomic)", b1, false});
@@ -174,7 +197,8 @@ void run_bench_gat(const GatBenchArgs& o) {
             GatRow r = base(label);
             Tensor gf, gel, ger;
             GatParams bp = prm;
-            if (with_out) bp.forward_out = &out_saved;
+            if (with_out) bp.forward_out = is_half(vt) ? &out32 : &out_saved;
+            if (with_out && is_half(vt)) bp.softmax_state = &state;
             auto call = [&] {
               gat_aggregate_backward(g, feat, el, er, attn_saved, gout, bp, gf, gel, ger, opt);
             };

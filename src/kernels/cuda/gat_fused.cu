@@ -58,6 +58,23 @@ using attention::kFullMask;
 using gnnone::atomic_add_f32;
 using gnnone::ldg_vec;
 using gnnone::st_f32;
+
+// V floats into registers (p aligned to min(V, 4) floats): one or two 16-byte loads.
+template <int V>
+__device__ __forceinline__ void ld_f32(float (&d)[V], const float* __restrict__ p) {
+  if constexpr (V == 8) {
+    float lo[4], hi[4];
+    gnnone::ldg_vec<4>(lo, p);
+    gnnone::ldg_vec<4>(hi, p + 4);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      d[q] = lo[q];
+      d[q + 4] = hi[q];
+    }
+  } else {
+    gnnone::ldg_vec<V>(d, p);
+  }
+}
 using gnnone::st_vec;
 using gnnone::zero_vec;
 
@@ -95,9 +112,12 @@ struct GatArgs {
   const float* __restrict__ er;
   const T* __restrict__ attn_in;  // backward
   const T* __restrict__ grad_out;
-  // backward, optional: the forward's out (GatProblem::fwd_out); the destination pass then takes
-  // t from it and walks each row once (bwd_dst_range's kOut)
-  const T* __restrict__ fwd_out;
+  // backward, optional: the forward's out in float32 (GatProblem::fwd_out); the destination pass
+  // then takes t from it and walks each row once (bwd_dst_range's kOut). Halves also need
+  // `state`, the forward's softmax state (max, sum) per row and head, and recompute each a_e
+  // from it in float32: t and the edges' terms are then one rounding of one sum.
+  const float* __restrict__ fwd_out;
+  const float2* __restrict__ state;
   float* grad_feat;
   float* grad_el;
   float* grad_er;
@@ -171,6 +191,8 @@ struct FwdArgs {
   const float* __restrict__ el;  // float32 for every T (see logit_inputs)
   const float* __restrict__ er;
   T* out;
+  float* out32;  // instead of out, when the caller takes a half forward's out in float32
+  float2* state;  // optional [n_rows, H]: each row's softmax (max, sum) (GatProblem::state)
   T* attn;
   // [nnz, H] raw logits of a row until its (max, sum) is known, then normalised into attn: attn
   // itself for float32, float32 scratch for halves (a logit rounded to a half would shift its
@@ -464,10 +486,13 @@ __device__ __forceinline__ void fwd_whole_row(const FwdArgs<I, T>& a, const FwdL
       if (c < L.nvk) {
 #pragma unroll
         for (int q = 0; q < V; ++q) acc[c][q] *= inv;
-        elem::store<V>(a.out + v * a.W + L.colg + c * L.kstride, acc[c]);
+        const int64_t o = v * a.W + L.colg + c * L.kstride;
+        if (kHalf<T> && a.out32) st_f32<V>(a.out32 + o, acc[c]);
+        else elem::store<V>(a.out + o, acc[c]);
       }
     }
   }
+  if (a.state && L.writer && L.t == 0 && L.hv) a.state[v * a.H + L.h] = make_float2(M, z);
   fwd_finish_attn(a, L, b, e, M, z, s_last);
 }
 
@@ -558,8 +583,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_merge_kernel(const FwdArgs
       float acc = 0.f;
       for (int64_t s = s0; s < s1; ++s)
         acc = fmaf(a.pacc[s * a.W + h * a.F + f], expf(a.pstat[(s * a.H + h) * 2] - m), acc);
-      a.out[v * a.W + h * a.F + f] = elem::from_float<T>(acc * inv_z);
+      if (kHalf<T> && a.out32) a.out32[v * a.W + h * a.F + f] = acc * inv_z;
+      else a.out[v * a.W + h * a.F + f] = elem::from_float<T>(acc * inv_z);
     }
+    if (a.state && lane == 0) a.state[v * a.H + h] = make_float2(m, z);
     __syncwarp();  // every lane has read the segments' maxima before they are overwritten
     for (int64_t s = s0 + lane; s < s1; s += 32) {
       a.pstat[(s * a.H + h) * 2] = m;
@@ -736,7 +763,9 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
   // this is sum_e a_e d_a_e), known before the edges are walked: one walk gives each edge's d_z,
   // and no d_a is stored and read back. Each group's lane gl = 0 stores the edge's pair and sums
   // its d_z into ger.
-  auto dots_dz = [&](auto e_count, int64_t h, bool hv, float t, float erv, float& ger) {
+  // Halves: a_e = exp(s_e - max) / sum from the forward's state (sm, inv_sum), in float32.
+  auto dots_dz = [&](auto e_count, int64_t h, bool hv, float t, float erv, float sm,
+                     float inv_sum, float& ger) {
     constexpr int E = decltype(e_count)::value;
     for (int64_t j = b + grp; j < e; j += E * NG) {
       int64_t jx[E], u[E];
@@ -747,10 +776,16 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
         jx[xe] = j + xe * NG;
         ok[xe] = xe == 0 || jx[xe] < e;
         u[xe] = __ldg(a.col + (ok[xe] ? jx[xe] : j));
-        aj[xe] = ok[xe] && hv ? elem::ldg1(a.attn_in + jx[xe] * a.H + h) : 0.f;
+        if constexpr (!kHalf<T>)
+          aj[xe] = ok[xe] && hv ? elem::ldg1(a.attn_in + jx[xe] * a.H + h) : 0.f;
       }
 #pragma unroll
       for (int xe = 0; xe < E; ++xe) elu[xe] = hv ? elem::ldg1(a.el + u[xe] * a.H + h) : 0.f;
+      if constexpr (kHalf<T>)  // the forward's expression, so the forward's value
+#pragma unroll
+        for (int xe = 0; xe < E; ++xe)
+          aj[xe] = ok[xe] && hv ? expf(attention::leaky(elu[xe] + erv, a.slope) - sm) * inv_sum
+                                : 0.f;
       float d[E];
 #pragma unroll
       for (int xe = 0; xe < E; ++xe) d[xe] = 0.f;
@@ -791,15 +826,22 @@ __device__ __forceinline__ void bwd_dst_range(const GatArgs<I, T>& a, int part, 
         each_vector(h, [&](int64_t foff) {
           float y[V], o[V];
           elem::load<V>(y, gv + foff);
-          elem::load<V>(o, a.fwd_out + v * a.W + foff);
+          ld_f32<V>(o, a.fwd_out + v * a.W + foff);
 #pragma unroll
           for (int q = 0; q < V; ++q) t = fmaf(y[q], o[q], t);
         });
       for (int off = GH >> 1; off; off >>= 1) t += __shfl_xor_sync(gmask, t, off);
       const float erv = hv ? elem::ldg1(a.er + v * a.H + h) : 0.f;
+      float sm = 0.f, inv_sum = 0.f;
+      if constexpr (kHalf<T>)
+        if (hv) {
+          const float2 st = a.state[v * a.H + h];
+          sm = st.x;
+          inv_sum = 1.f / st.y;  // as the forward's inv_z
+        }
       float ger = 0.f;
-      if (paired) dots_dz(Two{}, h, hv, t, erv, ger);
-      else dots_dz(One{}, h, hv, t, erv, ger);
+      if (paired) dots_dz(Two{}, h, hv, t, erv, sm, inv_sum, ger);
+      else dots_dz(One{}, h, hv, t, erv, sm, inv_sum, ger);
       // Over the groups (lane gl = 0 of each holds its edges' sum).
       for (int off = 16; off >= G; off >>= 1) ger += __shfl_xor_sync(kFullMask, ger, off);
       if (grp == 0 && gl == 0 && hv) {
@@ -1286,9 +1328,16 @@ int fwd_half_vector(int64_t F) {
 // Reddit shape, H200, H = 8, float32 ms: F = 4 15.46 -> 11.89, F = 8 16.72 -> 13.70, F = 16
 // 20.27 -> 17.94 (bfloat16 alike). Wider heads (head_lanes): one head a chunk, K vectors a
 // lane, chunks of G * K vectors.
+// The forward's vector width; a half forward's out may be float32 (then aligned to 16 bytes).
+int fwd_row_vector(const GatProblem& p) {
+  if (is_half(p.feat->dtype()) && p.out->dtype() == DType::f32)
+    return row_vector(p, {p.feat->raw()}, p.out->raw(), fwd_half_vector(p.F));
+  return row_vector(p, {p.feat->raw(), p.out->raw()}, nullptr, fwd_half_vector(p.F));
+}
+
 FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
   FwdGeometry geo;
-  geo.V = row_vector(p, {p.feat->raw(), p.out->raw()}, nullptr, fwd_half_vector(p.F));
+  geo.V = fwd_row_vector(p);
   SPGNN_CHECK(geo.V > 0, InvalidArgument, "gat_fused: half rows of F = ", p.F,
               " need F % 4 == 0 and rows aligned to 8 bytes");
   const int64_t lanes_per_head = p.F / geo.V;
@@ -1383,7 +1432,9 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
   a.feat = static_cast<const T*>(p.feat->raw());
   a.el = p.el->data<float>();
   a.er = p.er->data<float>();
-  a.out = static_cast<T*>(p.out->raw());
+  if (kHalf<T> && p.out->dtype() == DType::f32) a.out32 = p.out->data<float>();
+  else a.out = static_cast<T*>(p.out->raw());
+  if (p.state) a.state = reinterpret_cast<float2*>(p.state->data<float>());
   a.attn = static_cast<T*>(p.attn->raw());
   // Halves: the raw logits in float32 scratch (see FwdArgs::raw); float32 writes them in attn.
   std::unique_ptr<StreamScratch> raw;
@@ -1442,8 +1493,7 @@ void backward_v(GatArgs<I, T> a, const GatProblem& p, int warps, bool atomic, in
   if constexpr (!kHalf<T>)  // halves have no atomic variant (the front door converts)
     if (atomic) kernel = gat_backward_rows_kernel<I, T, V, K, true>;
   const bool out_t = a.fwd_out && !atomic;  // t from the forward's out: one walk a row
-  if constexpr (!kHalf<T>)  // (a.fwd_out is null for halves: see backward)
-    if (out_t) kernel = gat_backward_rows_kernel<I, T, V, K, false, true>;
+  if (out_t) kernel = gat_backward_rows_kernel<I, T, V, K, false, true>;
   kernel<<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, kRows);
   SPGNN_CUDA_CHECK_LAUNCH();
   if (s->n_heavy && out_t) {  // the split rows' segments need no t from each other
@@ -1515,14 +1565,17 @@ void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, fl
   GatArgs<I, T> a = make_args<I, T>(p, nv);
   a.attn_in = static_cast<const T*>(p.attn->raw());
   a.grad_out = static_cast<const T*>(p.grad_out->raw());
-  // The forward's out, read with grad_out's vectors (ignored when its rows are not aligned for
-  // them, or with SPGNN_GAT_BWD_OUT=0 in the environment: a tuning hook). Not for halves: t from
-  // the rounded out disagrees with the sum over the rounded weights that the edges' d_a_e - t
-  // cancel against, and grad_er's error grew 4x (GAT_NOTES, fiftieth session).
+  // The forward's float32 out, read with grad_out's vectors (ignored when its rows are not
+  // aligned for them, or with SPGNN_GAT_BWD_OUT=0 in the environment: a tuning hook). Halves
+  // take it only with the forward's softmax state: t from a rounded out, or against rounded
+  // weights, is not the sum the edges' d_a_e - t cancel against (grad_er's error grew 4x,
+  // GAT_NOTES, fiftieth session); the front door passes the two together or neither.
   static const bool out_off = env_value("SPGNN_GAT_BWD_OUT") == "0";
-  if constexpr (!kHalf<T>)
-    if (p.fwd_out && !out_off && gnnone::aligned_to(p.fwd_out->raw(), V * sizeof(T)))
-      a.fwd_out = static_cast<const T*>(p.fwd_out->raw());
+  if (p.fwd_out && !out_off && (!kHalf<T> || p.state) &&
+      gnnone::aligned_to(p.fwd_out->raw(), static_cast<size_t>(std::min(V, 4)) * sizeof(float))) {
+    a.fwd_out = p.fwd_out->data<float>();
+    if constexpr (kHalf<T>) a.state = reinterpret_cast<const float2*>(p.state->data<float>());
+  }
   a.grad_feat = grad_feat;
   a.grad_el = grad_el;
   a.grad_er = grad_er;
@@ -1689,7 +1742,7 @@ void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t hea
 int gat_fused_half_width(const GatProblem& p, bool backward) {
   if (!is_half(p.feat->dtype())) return 0;
   return backward ? row_vector(p, {p.feat->raw(), p.grad_out->raw()})
-                  : row_vector(p, {p.feat->raw(), p.out->raw()}, nullptr, fwd_half_vector(p.F));
+                  : fwd_row_vector(p);
 }
 
 }  // namespace spgnn::detail
