@@ -81,9 +81,10 @@ struct GatParams {
   // otherwise checked and ignored. The CPU strategies ignore it.
   const Tensor* forward_out = nullptr;
   // Optional, [n_rows, H, 2] float32: each row's softmax state (the logits' max, the sum of
-  // exp(s_e - max)). gat_aggregate writes it when the fused GPU kernels run (allocating it when
-  // undefined) and leaves it undefined on every other path; gat_aggregate_backward with half
-  // feat then recomputes each weight from it in float32 (with a float32 forward_out).
+  // exp(s_e - max)). gat_aggregate writes it when the fused GPU kernels run on the given
+  // tensors (allocating it when undefined), and leaves it undefined on every other path (CPU,
+  // unfused, half rows the kernels take through a float32 copy); gat_aggregate_backward with
+  // half feat then recomputes each weight from it in float32 (with a float32 forward_out).
   Tensor* softmax_state = nullptr;
 };
 // GAT aggregation, TLPGNN-style fusion when the strategy is gat_fused. For destination v, head h:
