@@ -556,17 +556,42 @@ def draw_seed(x: Tensor) -> Tensor:
                          device=x.device if x.is_cuda else "cpu")
 
 
+def _gat_keeps_state(feat: Tensor, heads: int, strategy: str) -> bool:
+    """Whether the forward also returns its float32 out and the rows' softmax state for the
+    backward (GatParams::softmax_state): half rows on the GPU that the fused kernels take
+    themselves (F % 4 == 0, the gat_fused strategy, which "" and auto are there). Their backward
+    then walks each row once with the weights recomputed in float32. Shapes only, so the fake
+    agrees; alignment is made sure of in the implementation."""
+    return (feat.is_cuda and feat.dtype in (torch.float16, torch.bfloat16) and heads > 0
+            and feat.shape[1] % heads == 0 and (feat.shape[1] // heads) % 4 == 0
+            and strategy.split(":")[0] in ("", "auto", "gat_fused"))
+
+
 def _gat_aggregate_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, heads: int,
                         negative_slope: float, dropout: float, seed: Tensor, n_rows: int,
-                        strategy: str) -> Tuple[Tensor, Tensor]:
-    out = torch.empty((n_rows, feat.shape[1]), dtype=feat.dtype, device=feat.device)
+                        strategy: str) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(out, attn, out32, state): out32 and state are the float32 out and the softmax state where
+    _gat_keeps_state, else empty (the autograd saves them; callers take the first two)."""
+    keeps = _gat_keeps_state(feat, heads, strategy)
+    out = torch.empty((n_rows, feat.shape[1]), dtype=torch.float32 if keeps else feat.dtype,
+                      device=feat.device)
     attn = torch.empty((nnz_of(h), heads), dtype=feat.dtype, device=feat.device)
+    state = torch.empty((n_rows, heads, 2) if keeps else (0,), dtype=torch.float32,
+                        device=feat.device)
+    if keeps and feat.data_ptr() % 16:
+        feat = feat.clone()  # (the half kernels' vector loads; a view can start anywhere)
     host_seed, dev_seed = _seed(seed, feat)
     with on_device(feat):
-        C.gat_aggregate(_addr(h), arr(feat), arr(el), arr(er), heads, negative_slope, dropout,
-                        host_seed, arr(out), arr(attn), stream_of(feat), strategy,
-                        None if dev_seed is None else arr(dev_seed))
-    return out, attn
+        written = C.gat_aggregate(_addr(h), arr(feat), arr(el), arr(er), heads, negative_slope,
+                                  dropout, host_seed, arr(out), arr(attn), stream_of(feat),
+                                  strategy, None if dev_seed is None else arr(dev_seed),
+                                  arr(state) if keeps else None)
+    if not keeps:
+        return out, attn, state, state.new_empty((0,))
+    if not written:
+        raise RuntimeError("spgnn internal error: gat_aggregate's half kernels did not write "
+                           "the softmax state they were expected to")
+    return out.to(feat.dtype), attn, out, state
 
 
 _gat_aggregate_op = custom_op(f"{_lib}::gat_aggregate", _gat_aggregate_impl, mutates_args=())
@@ -574,7 +599,10 @@ _gat_aggregate_op = custom_op(f"{_lib}::gat_aggregate", _gat_aggregate_impl, mut
 
 @register_fake(f"{_lib}::gat_aggregate")
 def _(h, feat, el, er, heads, negative_slope, dropout, seed, n_rows, strategy):
-    return feat.new_empty((n_rows, feat.shape[1])), feat.new_empty((nnz_of(h), heads))
+    keeps = _gat_keeps_state(feat, heads, strategy)
+    return (feat.new_empty((n_rows, feat.shape[1])), feat.new_empty((nnz_of(h), heads)),
+            feat.new_empty((n_rows, feat.shape[1]) if keeps else (0,), dtype=torch.float32),
+            feat.new_empty((n_rows, heads, 2) if keeps else (0,), dtype=torch.float32))
 
 
 def _gat_grads(feat: Tensor, el: Tensor, er: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
@@ -590,11 +618,12 @@ def _gat_grads(feat: Tensor, el: Tensor, er: Tensor) -> Tuple[Tensor, Tensor, Te
 
 def _gat_aggregate_backward_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, attn: Tensor,
                                  grad: Tensor, heads: int, negative_slope: float, dropout: float,
-                                 seed: Tensor, strategy: str,
-                                 out: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
-    """``out``: the forward's output for these inputs, unmodified, or None. The fused float32
-    GPU backward then takes each row's sum_e a_e d_a_e as grad[v]·out[v] and walks each row's
-    edges once (the core's GatParams::forward_out)."""
+                                 seed: Tensor, strategy: str, out: Optional[Tensor] = None,
+                                 state: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+    """``out``: the forward's output for these inputs, unmodified (half rows: its float32 out),
+    or None; ``state``: the rows' softmax state it wrote, or None. The fused GPU backward then
+    takes each row's sum_e a_e d_a_e as grad[v]·out[v] and walks each row's edges once; half
+    rows need both (the core's GatParams::forward_out and softmax_state)."""
     gf, gl, gr = _gat_grads(feat, el, er)
     if feat.is_cuda and C.graph_info(_addr(h))["device_built"]:
         # The backward walks the transpose: give it the one built on the GPU (the core would
@@ -607,7 +636,8 @@ def _gat_aggregate_backward_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor
                                  heads, negative_slope, dropout, host_seed, arr(gf), arr(gl),
                                  arr(gr), stream_of(feat), strategy,
                                  None if dev_seed is None else arr(dev_seed),
-                                 None if out is None else arr(out))
+                                 None if out is None else arr(out),
+                                 None if state is None else arr(state))
     return gf, gl, gr
 
 
@@ -616,26 +646,30 @@ _gat_aggregate_backward_op = custom_op(f"{_lib}::gat_aggregate_backward",
 
 
 @register_fake(f"{_lib}::gat_aggregate_backward")
-def _(h, feat, el, er, attn, grad, heads, negative_slope, dropout, seed, strategy, out=None):
+def _(h, feat, el, er, attn, grad, heads, negative_slope, dropout, seed, strategy, out=None,
+      state=None):
     return _gat_grads(feat, el, er)
 
 
 def _gat_setup(ctx, inputs, output):
     h, feat, el, er, heads, slope, dropout, seed, n_rows, strategy = inputs
     ctx.heads, ctx.slope, ctx.dropout, ctx.strategy = heads, slope, dropout, strategy
-    # The float32 GPU backward reads the output (as torch.softmax's does; modifying it in place
-    # then makes autograd raise): the halves' kernels and the CPU do not, and keep nothing more.
-    ctx.with_out = feat.is_cuda and feat.dtype == torch.float32
-    ctx.save_for_backward(h, feat, el, er, output[1], seed,
-                          *((output[0],) if ctx.with_out else ()))
-    ctx.mark_non_differentiable(output[1])
+    # The GPU backward reads the forward's out: in float32 the output itself (as torch.softmax's
+    # does; modifying it in place then makes autograd raise), for half rows the float32 out and
+    # the softmax state (_gat_keeps_state). The CPU reads neither, and keeps nothing more.
+    ctx.keeps = _gat_keeps_state(feat, heads, strategy)
+    kept = ((output[2], output[3]) if ctx.keeps else
+            (output[0],) if feat.is_cuda and feat.dtype == torch.float32 else ())
+    ctx.save_for_backward(h, feat, el, er, output[1], seed, *kept)
+    ctx.mark_non_differentiable(output[1], output[2], output[3])
 
 
-def _gat_backward(ctx, grad, _grad_attn):
-    h, feat, el, er, attn, seed, *out = ctx.saved_tensors
+def _gat_backward(ctx, grad, _grad_attn, _grad_out32, _grad_state):
+    h, feat, el, er, attn, seed, *kept = ctx.saved_tensors
     gf, gl, gr = gat_aggregate_backward(h, feat, el, er, attn, grad.contiguous(), ctx.heads,
                                         ctx.slope, ctx.dropout, seed, ctx.strategy,
-                                        out[0] if out else None)
+                                        kept[0] if kept else None,
+                                        kept[1] if len(kept) > 1 else None)
     return None, gf, gl, gr, None, None, None, None, None, None
 
 

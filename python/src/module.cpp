@@ -395,25 +395,30 @@ NB_MODULE(_C, m) {
       "gat_aggregate",
       [](uintptr_t h, const Array& feat, const Array& el, const Array& er, int64_t heads,
          float slope, float dropout, uint64_t seed, const Array& out, const Array& attn,
-         uintptr_t stream, const std::string& strategy, const OptArray& device_seed) {
+         uintptr_t stream, const std::string& strategy, const OptArray& device_seed,
+         const OptArray& softmax_state) {
         auto g = lookup(h);
         Tensor f = view(feat, "feat"), l = view(el, "el"), r = view(er, "er"),
                o = view(out, "out"), a = view(attn, "attn");
-        const GatParams p = gat_params(heads, slope, dropout, seed, device_seed, f,
-                                       "gat_aggregate");
+        GatParams p = gat_params(heads, slope, dropout, seed, device_seed, f, "gat_aggregate");
+        Tensor st = softmax_state ? view(*softmax_state, "softmax_state") : Tensor();
+        if (softmax_state) p.softmax_state = &st;
         const OpOptions opt = options_for(stream, strategy);
         nb::gil_scoped_release unlocked;
         gat_aggregate(g->g, f, l, r, p, o, a, opt);
+        return st.defined();  // whether the state was written (GatParams::softmax_state)
       },
       "handle"_a, "feat"_a.noconvert(), "el"_a.noconvert(), "er"_a.noconvert(), "heads"_a,
       "negative_slope"_a, "dropout"_a, "seed"_a, "out"_a.noconvert(), "attn"_a.noconvert(),
-      "stream"_a, "strategy"_a, "device_seed"_a.noconvert() = nb::none());
+      "stream"_a, "strategy"_a, "device_seed"_a.noconvert() = nb::none(),
+      "softmax_state"_a.noconvert() = nb::none());
   m.def(
       "gat_aggregate_backward",
       [](uintptr_t h, const Array& feat, const Array& el, const Array& er, const Array& attn,
          const Array& grad_out, int64_t heads, float slope, float dropout, uint64_t seed,
          const Array& grad_feat, const Array& grad_el, const Array& grad_er, uintptr_t stream,
-         const std::string& strategy, const OptArray& device_seed, const OptArray& forward_out) {
+         const std::string& strategy, const OptArray& device_seed, const OptArray& forward_out,
+         const OptArray& softmax_state) {
         auto g = lookup(h);
         Tensor f = view(feat, "feat"), l = view(el, "el"), r = view(er, "er"),
                a = view(attn, "attn"), go = view(grad_out, "grad_out"),
@@ -423,6 +428,8 @@ NB_MODULE(_C, m) {
                                  "gat_aggregate_backward");
         const Tensor fo = forward_out ? view(*forward_out, "forward_out") : Tensor();
         if (forward_out) p.forward_out = &fo;
+        Tensor st = softmax_state ? view(*softmax_state, "softmax_state") : Tensor();
+        if (softmax_state) p.softmax_state = &st;
         const OpOptions opt = options_for(stream, strategy);
         nb::gil_scoped_release unlocked;
         gat_aggregate_backward(g->g, f, l, r, a, go, p, gf, gl, gr, opt);
@@ -431,7 +438,8 @@ NB_MODULE(_C, m) {
       "attn"_a.noconvert(), "grad_out"_a.noconvert(), "heads"_a, "negative_slope"_a,
       "dropout"_a, "seed"_a, "grad_feat"_a.noconvert(), "grad_el"_a.noconvert(),
       "grad_er"_a.noconvert(), "stream"_a, "strategy"_a,
-      "device_seed"_a.noconvert() = nb::none(), "forward_out"_a.noconvert() = nb::none());
+      "device_seed"_a.noconvert() = nb::none(), "forward_out"_a.noconvert() = nb::none(),
+      "softmax_state"_a.noconvert() = nb::none());
 
   // ---- dropout --------------------------------------------------------------------------------
   // Inverted dropout whose mask is a hash of (seed, element index): nothing to save for the
