@@ -556,15 +556,19 @@ def draw_seed(x: Tensor) -> Tensor:
                          device=x.device if x.is_cuda else "cpu")
 
 
+def _gat_half_heads(feat: Tensor, heads: int) -> bool:
+    """Whether the fused GPU kernels read feat's half rows themselves: heads of F % 4 == 0."""
+    return heads > 0 and feat.shape[1] % heads == 0 and (feat.shape[1] // heads) % 4 == 0
+
+
 def _gat_keeps_state(feat: Tensor, heads: int, strategy: str) -> bool:
     """Whether the forward also returns its float32 out and the rows' softmax state for the
     backward (GatParams::softmax_state): half rows on the GPU that the fused kernels take
     themselves (F % 4 == 0, the gat_fused strategy, which "" and auto are there). Their backward
     then walks each row once with the weights recomputed in float32. Shapes only, so the fake
     agrees; alignment is made sure of in the implementation."""
-    return (feat.is_cuda and feat.dtype in (torch.float16, torch.bfloat16) and heads > 0
-            and feat.shape[1] % heads == 0 and (feat.shape[1] // heads) % 4 == 0
-            and strategy.split(":")[0] in ("", "auto", "gat_fused"))
+    return (feat.is_cuda and feat.dtype in (torch.float16, torch.bfloat16)
+            and _gat_half_heads(feat, heads) and strategy.split(":")[0] in ("", "auto", "gat_fused"))
 
 
 def _gat_aggregate_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, heads: int,
@@ -925,8 +929,7 @@ def _gpu_half_pays(name: str, args) -> bool:
         # The fused kernels read half rows of F % 4 == 0 themselves (forward ~1.0-1.2x, backward
         # 1.1-1.45x float32's on the Reddit shape and R-MAT 21, H200); other widths would
         # only add two conversions.
-        feat, heads = args[1], args[4] if name == "gat_aggregate" else args[6]
-        return heads > 0 and feat.shape[1] % heads == 0 and (feat.shape[1] // heads) % 4 == 0
+        return _gat_half_heads(args[1], args[4] if name == "gat_aggregate" else args[6])
     return True
 
 
