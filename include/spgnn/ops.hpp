@@ -86,6 +86,14 @@ struct GatParams {
   // unfused, half rows the kernels take through a float32 copy); gat_aggregate_backward with
   // half feat then recomputes each weight from it in float32 (with a float32 forward_out).
   Tensor* softmax_state = nullptr;
+  // Optional, [n_rows, H*F] float32: per row and head, the sum over the edges whose logit is
+  // negative before the LeakyReLU of a_e (mask_e feat[u] - out[v]), the part of out that the
+  // slope scales in d er: grad_er[v, h] = (slope - 1) grad_out[v, h]·this. Written and left
+  // undefined as softmax_state is. gat_aggregate_backward given all three (forward_out,
+  // softmax_state and this) takes grad_er from it and walks the edges once, by source,
+  // recomputing each weight from the softmax state: no pass over the destination rows and no
+  // per-edge scratch (docs/GAT_NOTES.md, "One walk by source").
+  Tensor* negative_logit_sums = nullptr;
 };
 // GAT aggregation, TLPGNN-style fusion when the strategy is gat_fused. For destination v, head h:
 //   s_e = leaky_relu(el[u, h] + er[v, h]);  a_e = softmax over v's edges of s_e (dropped out);

@@ -330,9 +330,29 @@ Tensor* softmax_state_out(const GatParams& params, const Graph& g, int64_t H, co
   return params.softmax_state;
 }
 
-// ... and left undefined on every other path (nothing there writes it).
+// params.negative_logit_sums of gat_aggregate: prepared for the fused GPU forward to write
+// (with vector stores: a given tensor whose data is not 16-byte aligned is replaced).
+Tensor* negative_sums_out(const GatParams& params, const Graph& g, int64_t W, const char* op) {
+  Tensor* t = params.negative_logit_sums;
+  if (!t) return nullptr;
+  if (t->defined() && reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) *t = Tensor();
+  prepare_output(*t, "params.negative_logit_sums", op, {g.n_rows, W}, g.device());
+  return t;
+}
+
+// params.negative_logit_sums of gat_aggregate_backward, checked where defined (else null).
+Tensor* negative_sums_in(const GatParams& params, const Graph& g, int64_t W, const char* op) {
+  Tensor* t = params.negative_logit_sums;
+  if (!t || !t->defined()) return nullptr;
+  check_input(*t, "params.negative_logit_sums", op, g, {g.n_rows, W},
+              "[n_rows, H*F] (the sums gat_aggregate wrote)");
+  return t;
+}
+
+// ... and left undefined on every other path (nothing there writes them).
 void no_softmax_state(const GatParams& params) {
   if (params.softmax_state) *params.softmax_state = Tensor();
+  if (params.negative_logit_sums) *params.negative_logit_sums = Tensor();
 }
 
 // Checks the GAT inputs shared by forward and backward and fills the problem's sizes. They are
@@ -483,6 +503,7 @@ void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const T
         p.attn = &attn;
         if (detail::gat_fused_half_width(p, false) > 0) {
           p.state = softmax_state_out(params, g, p.H, kOp);
+          p.neg = negative_sums_out(params, g, p.H * p.F, kOp);
           if (g.n_rows == 0) return;
           return detail::gat_fused_forward(p, r.warps, r.heavy_deg, r.heads_per_chunk);
         }
@@ -492,6 +513,7 @@ void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const T
     no_softmax_state(params);
     GatParams params32 = params;
     params32.softmax_state = nullptr;
+    params32.negative_logit_sums = nullptr;
     Tensor o, a;
     gat_aggregate(g, detail::as_f32(feat, options.stream), detail::as_f32(el, options.stream),
                   detail::as_f32(er, options.stream), params32, out32 ? out : o, a, options);
@@ -506,8 +528,12 @@ void gat_aggregate(const Graph& g, const Tensor& feat, const Tensor& el, const T
   p.out = &out;
   p.attn = &attn;
   const Resolved r = resolve(options.schedule, g, kOp, true, false);
-  if (r.name == "gat_fused") p.state = softmax_state_out(params, g, p.H, kOp);
-  else no_softmax_state(params);
+  if (r.name == "gat_fused") {
+    p.state = softmax_state_out(params, g, p.H, kOp);
+    p.neg = negative_sums_out(params, g, p.H * p.F, kOp);
+  } else {
+    no_softmax_state(params);
+  }
   if (g.n_rows == 0) return;
   if (r.name == "cpu_ref") return detail::cpu_ref_gat_forward(p);
   if (r.name == "cpu") return detail::cpu_gat_forward(p);
@@ -546,7 +572,8 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
         // Together or not at all (GatParams::forward_out).
         p.fwd_out = forward_out(params, g, W, kOp, h);
         p.state = softmax_state_in(params, g, p.H, kOp);
-        if (!p.fwd_out || !p.state) p.fwd_out = p.state = nullptr;
+        p.neg = negative_sums_in(params, g, W, kOp);
+        if (!p.fwd_out || !p.state) p.fwd_out = p.state = p.neg = nullptr;
         if (detail::gat_fused_half_width(p, true) > 0) {
           const DType gd = grads_f32 ? DType::f32 : h;
           prepare_output(grad_feat, "grad_feat", kOp, {g.n_cols, W}, g.device(), gd);
@@ -564,14 +591,17 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
       }
     }
 #endif
-    if (params.forward_out || params.softmax_state) {  // checked; the float32 copy takes neither
+    if (params.forward_out || params.softmax_state || params.negative_logit_sums) {
+      // checked; the float32 copy takes none of them
       const GatProblem q = gat_problem(g, feat, el, er, params, options, kOp, h);
       forward_out(params, g, q.H * q.F, kOp, h);
       softmax_state_in(params, g, q.H, kOp);
+      negative_sums_in(params, g, q.H * q.F, kOp);
     }
     GatParams params32 = params;
     params32.forward_out = nullptr;
     params32.softmax_state = nullptr;
+    params32.negative_logit_sums = nullptr;
     gat_aggregate_backward(g, detail::as_f32(feat, options.stream),
                            detail::as_f32(el, options.stream), detail::as_f32(er, options.stream),
                            detail::as_f32(attn, options.stream),
@@ -589,7 +619,11 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
               "[nnz, H] (the weights gat_aggregate returned)");
   check_input(grad_out, "grad_out", kOp, g, {g.n_rows, W}, "[n_rows, H*F]");
   p.fwd_out = forward_out(params, g, W, kOp, DType::f32);
-  softmax_state_in(params, g, p.H, kOp);  // checked; float32 reads attn
+  // float32 reads attn, or with all three the softmax state and the negative-logit sums
+  // (GatParams::negative_logit_sums)
+  p.state = softmax_state_in(params, g, p.H, kOp);
+  p.neg = negative_sums_in(params, g, W, kOp);
+  if (!p.fwd_out || !p.state || !p.neg) p.state = p.neg = nullptr;
   prepare_output(grad_feat, "grad_feat", kOp, {g.n_cols, W}, g.device());
   prepare_output(grad_el, "grad_el", kOp, {g.n_cols, p.H}, g.device());
   prepare_output(grad_er, "grad_er", kOp, {g.n_rows, p.H}, g.device());

@@ -47,6 +47,9 @@ struct GatProblem {
   // optional [n_rows, H, 2] float32, each row's softmax (max, sum) (GatParams::softmax_state):
   // written by the fused GPU forward, read by its half backward with fwd_out
   Tensor* state = nullptr;
+  // optional [n_rows, H*F] float32 (GatParams::negative_logit_sums): written by the fused GPU
+  // forward; with fwd_out and state, the fused backward's grad_er and its one walk by source
+  Tensor* neg = nullptr;
   Tensor* grad_feat = nullptr;     // backward: [n_cols, H*F]
   Tensor* grad_el = nullptr;       // backward: [n_cols, H]
   Tensor* grad_er = nullptr;       // backward: [n_rows, H]

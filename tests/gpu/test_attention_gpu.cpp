@@ -173,6 +173,37 @@ void check_gat(GraphKind kind, DType idx, int64_t H, int64_t F, float dropout,
       expect_close(ger, ger_ref, "grad_er");
     }
   }
+  // The forward asked for the softmax state and the negative-logit sums (as spgnn train's GAT
+  // layer does), then the backward given all three walks the edges once, by source, with each
+  // weight recomputed from the state and grad_er from the sums (GatParams::negative_logit_sums).
+  // The forward's out and attn are the plain forward's, bit for bit.
+  if (strategy != "gat_fused") return;
+  {
+    SCOPED_TRACE("one walk by source (softmax_state, negative_logit_sums)");
+    Tensor out2 = poisoned({g.n_rows, H * F}, stream), attn2 = poisoned({g.nnz(), H}, stream),
+           st = poisoned({g.n_rows, H, 2}, stream), neg = poisoned({g.n_rows, H * F}, stream);
+    GatParams fp = prm;
+    fp.softmax_state = &st;
+    fp.negative_logit_sums = &neg;
+    gat_aggregate(G.dev, feat_d, el_d, er_d, fp, out2, attn2, with(strategy, params, stream));
+    sync(stream);
+    ASSERT_TRUE(st.defined() && neg.defined());
+    EXPECT_EQ(rel_error(out2, out), 0.0) << "out with the sums";
+    EXPECT_EQ(rel_error(attn2, attn), 0.0) << "attn with the sums";
+    GatParams bp = prm;
+    bp.forward_out = &out2;
+    bp.softmax_state = &st;
+    bp.negative_logit_sums = &neg;
+    Tensor gf = poisoned({g.n_cols, H * F}, stream), gel = poisoned({g.n_cols, H}, stream),
+           ger = poisoned({g.n_rows, H}, stream);
+    gat_aggregate_backward(G.dev, feat_d, el_d, er_d, attn_d, gout_d, bp, gf, gel, ger,
+                           with("gat_fused", params, stream));
+    sync(stream);
+    expect_close(gf, gf_ref, "grad_feat (one walk by source)");
+    expect_close_terms(gel, gel_ref, mag_el, kTol, "grad_el (one walk by source)");
+    expect_close_terms(ger, ger_ref, mag_er, kTol, "grad_er (one walk by source)");
+
+  }
 }
 
 // The half path of the fused kernels (every tensor float16 or bfloat16, float32 sums, one
@@ -254,13 +285,15 @@ void check_gat_half(GraphKind kind, DType idx, DType dt, int64_t H, int64_t F, f
   {
     const bool fused = F % 4 == 0;
     Tensor out32 = poisoned({g.n_rows, H * F}, stream), attn2 = poisoned({g.nnz(), H}, stream, dt),
-           st = poisoned({g.n_rows, H, 2}, stream);
+           st = poisoned({g.n_rows, H, 2}, stream), neg = poisoned({g.n_rows, H * F}, stream);
     GatParams fp = prm;
     fp.softmax_state = &st;
+    fp.negative_logit_sums = &neg;
     gat_aggregate(G.dev, feat_d, el_d, er_d, fp, out32, attn2, with("gat_fused", params, stream));
     sync(stream);
     ASSERT_EQ(out32.dtype(), DType::f32);
     ASSERT_EQ(st.defined(), fused);
+    ASSERT_EQ(neg.defined(), fused);
     close(out32, out_ref, 1e-5, "out (float32 out)");
     close(attn2, attn_ref, tol, "attn (float32 out)");
     Tensor gfx, gelx, gerx;
@@ -271,6 +304,7 @@ void check_gat_half(GraphKind kind, DType idx, DType dt, int64_t H, int64_t F, f
     GatParams bp = prm;
     bp.forward_out = &out32;
     bp.softmax_state = &st;
+    bp.negative_logit_sums = &neg;  // the one walk by source (both below)
     Tensor gfa = poisoned({g.n_cols, H * F}, stream), gela = poisoned({g.n_cols, H}, stream),
            gera = poisoned({g.n_rows, H}, stream);
     gat_aggregate_backward(G.dev, feat_d, el_d, er_d, attn2, dev(gout), bp, gfa, gela, gera,
@@ -287,6 +321,16 @@ void check_gat_half(GraphKind kind, DType idx, DType dt, int64_t H, int64_t F, f
     close(gfb, gfx, th, "grad_feat (float32 out and state, half gradients)");
     expect_close_terms(gelb, gelx, mag_el, th, "grad_el (float32 out and state, half gradients)");
     expect_close_terms(gerb, gerx, mag_er, th, "grad_er (float32 out and state, half gradients)");
+    // Without the sums: the destination pass's one walk from t (the fiftieth session's path).
+    bp.negative_logit_sums = nullptr;
+    Tensor gfc = poisoned({g.n_cols, H * F}, stream), gelc = poisoned({g.n_cols, H}, stream),
+           gerc = poisoned({g.n_rows, H}, stream);
+    gat_aggregate_backward(G.dev, feat_d, el_d, er_d, attn2, dev(gout), bp, gfc, gelc, gerc,
+                           with("gat_fused", params, stream));
+    sync(stream);
+    close(gfc, gfx, t32, "grad_feat (float32 out and state, two passes)");
+    expect_close_terms(gelc, gelx, mag_el, t32, "grad_el (float32 out and state, two passes)");
+    expect_close_terms(gerc, gerx, mag_er, t32, "grad_er (float32 out and state, two passes)");
   }
   // float32 outputs take the float32 sums unrounded (spgnn train's GAT layer asks for them).
   Tensor gf32 = poisoned({g.n_cols, H * F}, stream), gel32 = poisoned({g.n_cols, H}, stream),

@@ -118,6 +118,11 @@ struct GatArgs {
   // from it in float32: t and the edges' terms are then one rounding of one sum.
   const float* __restrict__ fwd_out;
   const float2* __restrict__ state;
+  // backward, optional with both of those (GatProblem::neg): the one walk by source
+  // (gat_backward_sources_kernel's kRecompute), which reads each destination's (er, t, max,
+  // 1 / sum) from dtab [n_rows, H], written by gat_backward_prep_kernel with grad_er.
+  const float* __restrict__ neg;
+  float4* dtab;
   float* grad_feat;
   float* grad_el;
   float* grad_er;
@@ -201,6 +206,12 @@ struct FwdArgs {
   float* raw;
   float* pstat;  // [n_seg, H, 2] segment (max, sum of exp)
   float* pacc;   // [n_seg, W] segment sum of exp(s - max) * feat, unnormalised
+  // optional [n_rows, W] (GatProblem::neg): sum over the edges of negative pre-activation logit
+  // of a_e (mask_e feat[u] - out[v]); the segments' partials: pnacc [n_seg, W] as pacc (negated,
+  // those edges only) and pzn [n_seg, H] their sum of exp(s - max) (unmasked)
+  float* neg;
+  float* pnacc;
+  float* pzn;
   int64_t n_heavy, n_long, n_short;  // order[0, n_heavy) heavy, then long, then short
   int64_t n_seg, seg_len;
   int64_t H, F, W;
@@ -298,15 +309,23 @@ __device__ __forceinline__ FwdLane fwd_lane(const A& a, int lane, bool warp_team
 template <class I, class T, int V, int K, int E, bool kPartial>
 __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L, int64_t b,
                                         int64_t e, float erv, float& M, float& z,
-                                        float (&s_last)[E], float (&acc)[K][V]) {
+                                        float (&s_last)[E], float (&acc)[K][V], float& zn,
+                                        float (&nacc)[K][V]) {
   // Gathers in flight per lane: kUnrollB vectors, fewer when a lane holds more than 16 bytes of
   // them (the registers per gather; halves stay packed until they are used).
   constexpr int kUB = K * V * int(sizeof(T)) > 16 ? 4 : kUnrollB;
   using P = elem::Packed<T, V>;
 #pragma unroll
-  for (int c = 0; c < K; ++c) zero_vec(acc[c]);
+  for (int c = 0; c < K; ++c) {
+    zero_vec(acc[c]);
+    zero_vec(nacc[c]);
+  }
   M = -INFINITY;
   z = 0.f;
+  zn = 0.f;
+  // a.neg: zn and nacc also sum the edges whose logit is negative before the LeakyReLU (z <= 0:
+  // the slope's side of leaky_relu'); their weights travel to the gathering lanes negated.
+  const bool neg = a.neg != nullptr;
 #pragma unroll
   for (int x = 0; x < E; ++x) s_last[x] = -INFINITY;
   const uint64_t key = drop_key(a);
@@ -384,11 +403,17 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
       const float r = grew ? expf(M - bm) : 1.f;
       if (grew) M = bm;
       z *= r;
+      zn *= r;
       const float rf = __shfl_sync(L.mask, r, L.base + wsrc);
 #pragma unroll
       for (int c = 0; c < K; ++c)
 #pragma unroll
         for (int q = 0; q < V; ++q) acc[c][q] *= rf;
+      if (neg)
+#pragma unroll
+        for (int c = 0; c < K; ++c)
+#pragma unroll
+          for (int q = 0; q < V; ++q) nacc[c][q] *= rf;
     }
     float wd[E];
 #pragma unroll
@@ -402,6 +427,10 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
         wd[x] = a.dropout ? w * attention_dropout_factor(
                                     key, static_cast<uint64_t>(j * a.H + L.h), a.p_drop, a.scale)
                           : w;
+        if (neg && !(el_u[x] + erv > 0.f)) {
+          zn += w;
+          wd[x] = -wd[x];
+        }
       }
       if (last) s_last[x] = s[x];
     }
@@ -412,7 +441,8 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
         const int src = L.base + (((slot < cnt ? slot : 0) & (step - 1)) << a.hc_log2) + wsrc;
         float w = __shfl_sync(L.mask, pick(wd, k, L.tg_log2), src);
         if (slot >= cnt) w = 0.f;
-        fma_packed(w, xg[k], acc);
+        fma_packed(fabsf(w), xg[k], acc);
+        if (neg) fma_packed(fminf(w, 0.f), xg[k], nacc);
       }
     }
     // Batches of more than kUB edges per group (wide heads, few heads per chunk): the rest.
@@ -429,16 +459,25 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
         gather(xg[k], u[k], ok);
       }
 #pragma unroll
-      for (int k = 0; k < kUB; ++k) fma_packed(w2[k], xg[k], acc);
+      for (int k = 0; k < kUB; ++k) {
+        fma_packed(fabsf(w2[k]), xg[k], acc);
+        if (neg) fma_packed(fminf(w2[k], 0.f), xg[k], nacc);
+      }
     }
   }
   // z over the head's lanes (all at the same M); the groups' sums (same M too).
-  for (int off = (1 << L.tl_log2) >> 1; off >= hc; off >>= 1) z += __shfl_xor_sync(L.mask, z, off);
+  for (int off = (1 << L.tl_log2) >> 1; off >= hc; off >>= 1) {
+    z += __shfl_xor_sync(L.mask, z, off);
+    zn += __shfl_xor_sync(L.mask, zn, off);
+  }
   for (int off = 16; off >= (32 >> L.tg_log2) && L.tg_log2 > 0; off >>= 1)
 #pragma unroll
     for (int c = 0; c < K; ++c)
 #pragma unroll
-      for (int q = 0; q < V; ++q) acc[c][q] += __shfl_xor_sync(L.mask, acc[c][q], off);
+      for (int q = 0; q < V; ++q) {
+        acc[c][q] += __shfl_xor_sync(L.mask, acc[c][q], off);
+        if (neg) nacc[c][q] += __shfl_xor_sync(L.mask, nacc[c][q], off);
+      }
 }
 
 // attn of a whole row walked by fwd_row: exp(s - M) / z, from the stored raw logits of the
@@ -476,9 +515,11 @@ template <class I, class T, int V, int K, int E>
 __device__ __forceinline__ void fwd_whole_row(const FwdArgs<I, T>& a, const FwdLane& L, int64_t v) {
   const int64_t b = a.rowptr[v], e = a.rowptr[v + 1];
   const float erv = L.hv ? elem::ldg1(a.er + v * a.H + L.h) : 0.f;
-  float M, z, s_last[E], acc[K][V];
-  fwd_row<I, T, V, K, E, false>(a, L, b, e, erv, M, z, s_last, acc);  // empty rows: acc = 0
-  const float zf = __shfl_sync(L.mask, z, L.base + (L.hl & ((1 << a.hc_log2) - 1)));
+  float M, z, s_last[E], acc[K][V], zn, nacc[K][V];
+  fwd_row<I, T, V, K, E, false>(a, L, b, e, erv, M, z, s_last, acc, zn, nacc);  // empty: acc = 0
+  const int zlane = L.base + (L.hl & ((1 << a.hc_log2) - 1));
+  const float zf = __shfl_sync(L.mask, z, zlane);
+  const float znf = __shfl_sync(L.mask, zn, zlane);
   if (L.tg == 0) {
     const float inv = b == e ? 0.f : 1.f / zf;
 #pragma unroll
@@ -489,6 +530,12 @@ __device__ __forceinline__ void fwd_whole_row(const FwdArgs<I, T>& a, const FwdL
         const int64_t o = v * a.W + L.colg + c * L.kstride;
         if (kHalf<T> && a.out32) st_f32<V>(a.out32 + o, acc[c]);
         else elem::store<V>(a.out + o, acc[c]);
+        if (a.neg) {  // sum_neg a_e mask_e feat[u] - (sum_neg a_e) out[v]
+          const float cn = znf * inv;
+#pragma unroll
+          for (int q = 0; q < V; ++q) nacc[c][q] = -nacc[c][q] * inv - cn * acc[c][q];
+          st_f32<V>(a.neg + o, nacc[c]);
+        }
       }
     }
   }
@@ -530,15 +577,19 @@ __device__ __forceinline__ void fwd_segment(const FwdArgs<I, T>& a, const FwdLan
   const int64_t b = a.seg_begin[sg];
   const int64_t e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
   const float erv = L.hv ? elem::ldg1(a.er + v * a.H + L.h) : 0.f;
-  float M, z, s_last[E], acc[K][V];
-  fwd_row<I, T, V, K, E, true>(a, L, b, e, erv, M, z, s_last, acc);
+  float M, z, s_last[E], acc[K][V], zn, nacc[K][V];
+  fwd_row<I, T, V, K, E, true>(a, L, b, e, erv, M, z, s_last, acc, zn, nacc);
   if (L.tg == 0)
 #pragma unroll
     for (int c = 0; c < K; ++c)
-      if (c < L.nvk) st_f32<V>(a.pacc + sg * a.W + L.colg + c * L.kstride, acc[c]);
+      if (c < L.nvk) {
+        st_f32<V>(a.pacc + sg * a.W + L.colg + c * L.kstride, acc[c]);
+        if (a.neg) st_f32<V>(a.pnacc + sg * a.W + L.colg + c * L.kstride, nacc[c]);
+      }
   if (L.writer && L.t == 0 && L.hv) {
     a.pstat[(sg * a.H + L.h) * 2] = M;
     a.pstat[(sg * a.H + L.h) * 2 + 1] = z;
+    if (a.neg) a.pzn[sg * a.H + L.h] = zn;
   }
 }
 
@@ -579,12 +630,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_merge_kernel(const FwdArgs
       attention::softmax_combine(m, z, m2, z2);
     }
     const float inv_z = 1.f / z;
+    float cn = 0.f;  // the negative logits' share of the weights (a.neg)
+    if (a.neg) {
+      for (int64_t s = s0 + lane; s < s1; s += 32)
+        cn = fmaf(a.pzn[s * a.H + h], expf(a.pstat[(s * a.H + h) * 2] - m), cn);
+      cn = attention::warp_sum(cn) * inv_z;
+    }
     for (int64_t f = lane; f < a.F; f += 32) {
-      float acc = 0.f;
-      for (int64_t s = s0; s < s1; ++s)
-        acc = fmaf(a.pacc[s * a.W + h * a.F + f], expf(a.pstat[(s * a.H + h) * 2] - m), acc);
+      float acc = 0.f, nacc = 0.f;
+      for (int64_t s = s0; s < s1; ++s) {
+        const float r = expf(a.pstat[(s * a.H + h) * 2] - m);
+        acc = fmaf(a.pacc[s * a.W + h * a.F + f], r, acc);
+        if (a.neg) nacc = fmaf(a.pnacc[s * a.W + h * a.F + f], r, nacc);
+      }
       if (kHalf<T> && a.out32) a.out32[v * a.W + h * a.F + f] = acc * inv_z;
       else a.out[v * a.W + h * a.F + f] = elem::from_float<T>(acc * inv_z);
+      if (a.neg) a.neg[v * a.W + h * a.F + f] = -nacc * inv_z - cn * (acc * inv_z);
     }
     if (a.state && lane == 0) a.state[v * a.H + h] = make_float2(m, z);
     __syncwarp();  // every lane has read the segments' maxima before they are overwritten
@@ -919,7 +980,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_rows_kernel(const
 // Backward kernel 2 (per source u, over the transposed graph): gathers grad_el and grad_feat.
 // Here rowptr/col are the transpose's and col[t] is the destination v of edge perm[t]. `split`:
 // a warp per heavy segment of the transpose, adding into the zeros its row's warp wrote.
-template <class I, class T, int V, int K>
+// kRecompute (the one walk by source, GatProblem::neg): no destination pass and no pairs. Each
+// edge's weight is recomputed from its destination's dtab entry as the forward computed it,
+// a_e = exp(leaky(el[u] + er[v]) - max_v) / sum_v, and grad_el[u] = sum_e lambda_e a_e (mask_e
+// d_a_e - t_v) (lambda_e = leaky_relu'(z_e)) is summed as feat[u]·(sum_e lambda_e w_e
+// grad_out[v]) - sum_e lambda_e a_e t_v: a second vector sum beside grad_feat's, no dot product
+// an edge. The pairs' reads through perm were random 8-byte reads of an [nnz, H] array (the
+// Reddit shape: 0.9 GB) and the destination pass a walk of its own.
+template <class I, class T, int V, int K, bool kRecompute = false>
 __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(const GatArgs<I, T> a,
                                                                               bool split) {
   const int lane = threadIdx.x & 31;
@@ -948,13 +1016,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
   const int GH = 1 << gh_log2, G = 1 << grp_log2, NG = 32 >> grp_log2;
   const int grp = lane >> grp_log2, gl = lane & (GH - 1);
   const int hi = (lane >> gh_log2) & ((1 << a.hc_log2) - 1);
-  // Edges in flight per group: kUnroll, fewer when a lane holds more than 16 bytes of them.
-  constexpr int kU = K * V * int(sizeof(T)) > 16 ? 2 : kUnroll;
+  // Edges in flight per group: kUnroll, fewer when a lane holds more than 16 bytes of them
+  // (or, recomputing, half rows: 2 then ran 1.68 against 1.97 ms, float32 rows 1.87 against 1.81,
+  // one head of 16 on the Reddit shape, H200).
+  constexpr int kU =
+      K * V * int(sizeof(T)) > 16 || (kRecompute && kHalf<T>) ? 2 : kUnroll;
   using P = elem::Packed<T, V>;
+  const uint64_t key = kRecompute ? drop_key(a) : 0;
   for (int64_t h0 = 0; h0 < a.H; h0 += int64_t{1} << a.hc_log2) {
     // A lane of a head past H reads the last head's pairs and stores nothing.
     const bool hv = h0 + hi < a.H;
     const int64_t h = hv ? h0 + hi : a.H - 1;
+    const float elu = kRecompute ? a.el[u * a.H + h] : 0.f;
     // grad_el's sum of d_z rides in the first feature pass: each group adds the d_z of its
     // edges (every lane of a group the same), instead of a separate walk over the edges
     // (H100, F = 32, H = 1: kron21 6.13 -> 5.99 ms, Reddit-shaped 10.79 -> 10.02 ms).
@@ -974,14 +1047,30 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
           else elem::zero_packed<V>(y[c]);
         }
       };
-      float acc[K][V];
+      float acc[K][V], qacc[kRecompute ? K : 1][V];
 #pragma unroll
       for (int c = 0; c < K; ++c) zero_vec(acc[c]);
+      if constexpr (kRecompute)
+#pragma unroll
+        for (int c = 0; c < K; ++c) zero_vec(qacc[c]);
+      // Recomputing: edge j (forward index) into destination dst, its table entry D.
+      auto recompute = [&](int64_t j, const float4 D, const P (&y)[K]) {
+        if constexpr (kRecompute) {
+          const float zl = elu + D.x;
+          const float aw = expf(attention::leaky(zl, a.slope) - D.z) * D.w;
+          const float w = aw * drop_factor(a, key, j, h);
+          const float lam = zl > 0.f ? 1.f : a.slope;
+          if (first && gl == 0) s = fmaf(-lam * aw, D.y, s);  // once a group
+          fma_packed(w, y, acc);
+          fma_packed(lam * w, y, qacc);
+        }
+      };
       int64_t t = b + grp;
       for (; t + (kU - 1) * NG < e; t += kU * NG) {
         int64_t j[kU], dst[kU];
         P y[kU][K];
         float wt[kU], dzv[kU];
+        float4 D[kU];
 #pragma unroll
         for (int k = 0; k < kU; ++k) {
           j[k] = __ldg(a.perm + t + k * NG);
@@ -990,23 +1079,47 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
 #pragma unroll
         for (int k = 0; k < kU; ++k) {
           gather(y[k], dst[k]);
-          const float2 wz = __ldg(a.dz + j[k] * a.H + h);
-          wt[k] = wz.x;
-          dzv[k] = first ? wz.y : 0.f;
+          if constexpr (kRecompute) {
+            D[k] = a.dtab[dst[k] * a.H + h];
+          } else {
+            const float2 wz = __ldg(a.dz + j[k] * a.H + h);
+            wt[k] = wz.x;
+            dzv[k] = first ? wz.y : 0.f;
+          }
         }
 #pragma unroll
         for (int k = 0; k < kU; ++k) {
-          s += dzv[k];
-          fma_packed(wt[k], y[k], acc);
+          if constexpr (kRecompute) {
+            recompute(j[k], D[k], y[k]);
+          } else {
+            s += dzv[k];
+            fma_packed(wt[k], y[k], acc);
+          }
         }
       }
       for (; t < e; t += NG) {
         const int64_t j = __ldg(a.perm + t), dst = __ldg(a.col + t);
         P y[K];
         gather(y, dst);
-        const float2 wz = __ldg(a.dz + j * a.H + h);
-        if (first) s += wz.y;
-        fma_packed(wz.x, y, acc);
+        if constexpr (kRecompute) {
+          recompute(j, a.dtab[dst * a.H + h], y);
+        } else {
+          const float2 wz = __ldg(a.dz + j * a.H + h);
+          if (first) s += wz.y;
+          fma_packed(wz.x, y, acc);
+        }
+      }
+      if constexpr (kRecompute) {  // this lane's share of feat[u]·q (the groups' sum is below)
+        const T* fu = a.feat + u * a.W + foff;
+#pragma unroll
+        for (int c = 0; c < K; ++c) {
+          if (c < nvk) {
+            float x[V];
+            elem::load<V>(x, fu + c * kstride);
+#pragma unroll
+            for (int q = 0; q < V; ++q) s = fmaf(x[q], qacc[c][q], s);
+          }
+        }
       }
 #pragma unroll
       for (int c = 0; c < K; ++c)
@@ -1023,11 +1136,43 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_sources_kernel(co
           }
         }
     }
-    // The groups' sums (each group's lanes agree) add to the row's.
+    // The groups' sums (each group's lanes agree) add to the row's. Recomputing, each lane holds
+    // its own share of the dot products (and lane gl = 0 its group's t terms): the head's lanes
+    // are summed first.
+    if constexpr (kRecompute)
+      for (int off = GH >> 1; off; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
     for (int off = 16; off >= G; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
     if (grp == 0 && gl == 0 && hv) {
       if (split) atomicAdd(a.grad_el + u * a.H + h, s);
       else a.grad_el[u * a.H + h] = s;
+    }
+  }
+}
+
+// The one walk by source's table and grad_er (GatArgs::neg), a warp per destination row v and
+// head h: t = grad_out[v, h]·out[v, h]; dtab = (er, t, max, 1 / sum) (1 / sum as the forward's
+// inv_z, so that the recomputed weights are the forward's); grad_er = sum_e lambda_e a_e (mask_e
+// d_a_e - t) = (slope - 1) grad_out[v, h]·neg[v, h], the sum over the edges at lambda = 1 being
+// t - t sum_e a_e = 0.
+template <class I, class T>
+__global__ void __launch_bounds__(kMaxWarps * 32) gat_backward_prep_kernel(const GatArgs<I, T> a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (v >= a.n) return;
+  for (int64_t h = 0; h < a.H; ++h) {
+    const int64_t o = v * a.W + h * a.F;
+    float t = 0.f, r = 0.f;
+    for (int64_t f = lane; f < a.F; f += 32) {
+      const float g = elem::ldg1(a.grad_out + o + f);
+      t = fmaf(g, a.fwd_out[o + f], t);
+      r = fmaf(g, a.neg[o + f], r);
+    }
+    t = attention::warp_sum(t);
+    r = attention::warp_sum(r);
+    if (lane == 0) {
+      const float2 st = a.state[v * a.H + h];
+      a.dtab[v * a.H + h] = make_float4(a.er[v * a.H + h], t, st.x, 1.f / st.y);
+      a.grad_er[v * a.H + h] = (a.slope - 1.f) * r;
     }
   }
 }
@@ -1391,10 +1536,15 @@ void forward_ve(const FwdArgs<I, T>& a0, const FwdSchedule& s, int64_t chunks, i
     SPGNN_CUDA_CHECK_LAUNCH();
   }
   if (s.n_heavy == 0) return;
-  // Partials: pacc first, so its rows stay aligned for vector stores.
-  StreamScratch part(static_cast<size_t>(s.n_seg * (a.W + 2 * a.H)) * sizeof(float), st);
+  // Partials: pacc (and pnacc) first, so their rows stay aligned for vector stores.
+  const int64_t rows_w = a.neg ? 2 : 1;
+  StreamScratch part(static_cast<size_t>(s.n_seg * (rows_w * a.W + (rows_w + 1) * a.H)) *
+                         sizeof(float),
+                     st);
   a.pacc = part.get();
-  a.pstat = part.get() + s.n_seg * a.W;
+  a.pnacc = a.neg ? a.pacc + s.n_seg * a.W : nullptr;
+  a.pstat = part.get() + rows_w * s.n_seg * a.W;
+  a.pzn = a.neg ? a.pstat + 2 * s.n_seg * a.H : nullptr;
   const dim3 grid(blocks_for(s.n_seg, warps), static_cast<unsigned>(chunks));
   gat_segment_kernel<I, T, V, K, kE4><<<grid, warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
@@ -1435,6 +1585,7 @@ void forward(const GatProblem& p, int warps, int64_t heavy_deg, int heads_per_ch
   if (kHalf<T> && p.out->dtype() == DType::f32) a.out32 = p.out->data<float>();
   else a.out = static_cast<T*>(p.out->raw());
   if (p.state) a.state = reinterpret_cast<float2*>(p.state->data<float>());
+  if (p.neg) a.neg = p.neg->data<float>();
   a.attn = static_cast<T*>(p.attn->raw());
   // Halves: the raw logits in float32 scratch (see FwdArgs::raw); float32 writes them in attn.
   std::unique_ptr<StreamScratch> raw;
@@ -1484,9 +1635,36 @@ void set_segments(GatArgs<I, T>& a, const Segments& s) {
   a.seg_begin = s.n_heavy ? s.seg_begin.data<int64_t>() : nullptr;
 }
 
+// The source pass over the transposed graph (its heavy rows split as the destination side's).
+template <class I, class T, int V, int K, bool kRecompute>
+void sources_v(GatArgs<I, T> a, const GatProblem& p, int warps, int64_t heavy_deg,
+               cudaStream_t st) {
+  const Graph& gt = *p.gt;
+  const std::shared_ptr<Segments> st_t = bwd_segments<I>(gt, heavy_deg);
+  set_segments(a, *st_t);
+  a.rowptr = gt.rowptr.data<I>();
+  a.col = gt.col.data<I>();
+  a.perm = p.perm->data<int64_t>();
+  a.n = gt.n_rows;
+  auto kernel = gat_backward_sources_kernel<I, T, V, K, kRecompute>;
+  kernel<<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, false);
+  SPGNN_CUDA_CHECK_LAUNCH();
+  if (st_t->n_heavy) {
+    kernel<<<blocks_for(st_t->n_seg, warps), warps * 32, 0, st>>>(a, true);
+    SPGNN_CUDA_CHECK_LAUNCH();
+  }
+}
+
 template <class I, class T, int V, int K>
 void backward_v(GatArgs<I, T> a, const GatProblem& p, int warps, bool atomic, int64_t heavy_deg,
                 cudaStream_t st) {
+  if (a.neg) {  // the one walk by source: no destination pass (GatArgs::neg)
+    StreamScratch dtab(static_cast<size_t>(a.n * a.H) * sizeof(float4), st);
+    a.dtab = reinterpret_cast<float4*>(dtab.get());
+    gat_backward_prep_kernel<I, T><<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a);
+    SPGNN_CUDA_CHECK_LAUNCH();
+    return sources_v<I, T, V, K, true>(a, p, warps, heavy_deg, st);
+  }
   const std::shared_ptr<Segments> s = bwd_segments<I>(*p.g, heavy_deg);
   set_segments(a, *s);
   auto kernel = gat_backward_rows_kernel<I, T, V, K, false>;
@@ -1508,20 +1686,7 @@ void backward_v(GatArgs<I, T> a, const GatProblem& p, int warps, bool atomic, in
     }
   }
   if (atomic) return;
-  const Graph& gt = *p.gt;
-  const std::shared_ptr<Segments> st_t = bwd_segments<I>(gt, heavy_deg);
-  set_segments(a, *st_t);
-  a.rowptr = gt.rowptr.data<I>();
-  a.col = gt.col.data<I>();
-  a.perm = p.perm->data<int64_t>();
-  a.n = gt.n_rows;
-  gat_backward_sources_kernel<I, T, V, K><<<blocks_for(a.n, warps), warps * 32, 0, st>>>(a, false);
-  SPGNN_CUDA_CHECK_LAUNCH();
-  if (st_t->n_heavy) {
-    gat_backward_sources_kernel<I, T, V, K><<<blocks_for(st_t->n_seg, warps), warps * 32, 0, st>>>(
-        a, true);
-    SPGNN_CUDA_CHECK_LAUNCH();
-  }
+  sources_v<I, T, V, K, false>(a, p, warps, heavy_deg, st);
 }
 
 // The destination pass walks two edges a group (and a lane) at once for heads of one vector a
@@ -1555,8 +1720,8 @@ int bwd_heads_log2(const HeadLanes& l, int64_t H) {
 }
 
 template <class I, class T>
-void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, float2* dz,
-              float* grad_feat, float* grad_el, float* grad_er, cudaStream_t st) {
+void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, float* grad_feat,
+              float* grad_el, float* grad_er, cudaStream_t st) {
   const int V = row_vector(p, {p.feat->raw(), p.grad_out->raw()},
                            kHalf<T> ? nullptr : p.grad_feat->raw());
   SPGNN_CHECK(V > 0 && !(kHalf<T> && atomic), InvalidArgument, "gat_fused backward: half rows "
@@ -1576,11 +1741,27 @@ void backward(const GatProblem& p, int warps, bool atomic, int64_t heavy_deg, fl
     a.fwd_out = p.fwd_out->data<float>();
     if constexpr (kHalf<T>) a.state = reinterpret_cast<const float2*>(p.state->data<float>());
   }
+  // With the forward's negative-logit sums and softmax state too, the one walk by source
+  // (GatArgs::neg). SPGNN_GAT_BWD_SOURCE=0 in the environment keeps the two passes (a tuning
+  // hook, like SPGNN_GAT_BWD_OUT).
+  static const bool source_off = env_value("SPGNN_GAT_BWD_SOURCE") == "0";
+  if (a.fwd_out && p.state && p.neg && !atomic && !source_off) {
+    a.state = reinterpret_cast<const float2*>(p.state->data<float>());
+    a.neg = p.neg->data<float>();
+  }
   a.grad_feat = grad_feat;
   a.grad_el = grad_el;
   a.grad_er = grad_er;
-  a.dz = dz;
-  a.tbuf = reinterpret_cast<float*>(dz + p.g->nnz() * p.H);
+  // The two passes' scratch: (weight, d_a then d_z) per edge and head, then t per row (split
+  // rows only).
+  std::unique_ptr<StreamScratch> dz;
+  if (!a.neg) {
+    const int64_t nnz = p.g->nnz();
+    dz = std::make_unique<StreamScratch>(
+        static_cast<size_t>((2 * nnz + p.g->n_rows) * p.H) * sizeof(float), st);
+    a.dz = reinterpret_cast<float2*>(dz->get());
+    a.tbuf = dz->get() + 2 * nnz * p.H;
+  }
   a.heavy_deg = heavy_deg;
   const HeadLanes l = head_lanes(nv, V);
   a.g_log2 = l.g_log2;
@@ -1654,8 +1835,10 @@ void gat_fused_forward(const GatProblem& p, int warps, int64_t heavy_deg, int he
   if (g.n_rows == 0) return;
   gnnone::DeviceGuard guard(g.device().index);
   const cudaStream_t st = as_stream(p.stream);
-  if (g.nnz() == 0) {  // every row is empty
-    zero_async(*p.out, st);
+  if (g.nnz() == 0) {  // every row is empty (the state and sums only for the record: no edge
+    zero_async(*p.out, st);  // reads them)
+    if (p.state) zero_async(*p.state, st);
+    if (p.neg) zero_async(*p.neg, st);
     return;
   }
   SPGNN_CHECK(heads_per_chunk >= 0 && heads_per_chunk <= kMaxHc, InvalidArgument,
@@ -1687,16 +1870,13 @@ void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t hea
     zero_async(*p.grad_feat, st);
     zero_async(*p.grad_el, st);
   }
-  // (weight, d_a then d_z) per edge and head, then t per row (split rows only)
-  StreamScratch dz(static_cast<size_t>((2 * g.nnz() + g.n_rows) * p.H) * sizeof(float), st);
-  float2* dz2 = reinterpret_cast<float2*>(dz.get());
   const DType dt = p.feat->dtype();
   const std::unique_ptr<LogitInputs> li = logit_inputs(p, st);
   if (!is_half(dt)) {
     float *gf = p.grad_feat->data<float>(), *gl = p.grad_el->data<float>(),
           *gr = p.grad_er->data<float>();
-    if (g.index_dtype() == DType::i64) backward<int64_t, float>(li->p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
-    else backward<int32_t, float>(li->p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
+    if (g.index_dtype() == DType::i64) backward<int64_t, float>(li->p, warps, atomic, heavy_deg, gf, gl, gr, st);
+    else backward<int32_t, float>(li->p, warps, atomic, heavy_deg, gf, gl, gr, st);
     return;
   }
   // Halves: float32 sums in stream-ordered scratch (capturable in a CUDA graph, unlike a
@@ -1719,8 +1899,8 @@ void gat_fused_backward(const GatProblem& p, int warps, bool atomic, int64_t hea
   }
   elem::dispatch(dt, [&](auto t) {
     using T = decltype(t);
-    if (g.index_dtype() == DType::i64) backward<int64_t, T>(li->p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
-    else backward<int32_t, T>(li->p, warps, atomic, heavy_deg, dz2, gf, gl, gr, st);
+    if (g.index_dtype() == DType::i64) backward<int64_t, T>(li->p, warps, atomic, heavy_deg, gf, gl, gr, st);
+    else backward<int32_t, T>(li->p, warps, atomic, heavy_deg, gf, gl, gr, st);
   });
   if (direct) return;
   const int dev = g.device().index;
