@@ -647,16 +647,21 @@ TEST(HalfGpu, GatLayerRunsItsAttentionInHalf) {
       const Tensor x = random_tensor({g.n_rows, s.in}, seed_for(91));
       const Tensor r = random_tensor({g.n_rows, hl->out_width()}, seed_for(92));
       const double tol = 2 * half_tol(dt);
-      const Tensor hy = hl->forward(hctx, x, false, 0);
-      const Tensor dy = dl->forward(dctx, x.to(Device::cuda()), false, 0);
-      ASSERT_EQ(dy.shape(), hy.shape());
-      EXPECT_LT(rel_error(dy, hy), tol) << "forward";
-      const Tensor hdx = hl->backward(hctx, r, true);
-      const Tensor ddx = dl->backward(dctx, r.to(Device::cuda()), true);
-      EXPECT_LT(rel_error(ddx, hdx), tol) << "grad x";
-      auto hp = hl->parameters(), dp = dl->parameters();
-      for (size_t i = 0; i < hp.size(); ++i)
-        EXPECT_LT(rel_error(dp[i]->grad, hp[i]->grad), tol) << hp[i]->name;
+      // A training forward (no dropout here) keeps what the backward's one walk by source reads;
+      // an evaluation forward does not, and its backward takes the destination pass.
+      for (bool training : {true, false}) {
+        SCOPED_TRACE(training ? "training forward" : "evaluation forward");
+        const Tensor hy = hl->forward(hctx, x, training, 0);
+        const Tensor dy = dl->forward(dctx, x.to(Device::cuda()), training, 0);
+        ASSERT_EQ(dy.shape(), hy.shape());
+        EXPECT_LT(rel_error(dy, hy), tol) << "forward";
+        const Tensor hdx = hl->backward(hctx, r, true);
+        const Tensor ddx = dl->backward(dctx, r.to(Device::cuda()), true);
+        EXPECT_LT(rel_error(ddx, hdx), tol) << "grad x";
+        auto hp = hl->parameters(), dp = dl->parameters();
+        for (size_t i = 0; i < hp.size(); ++i)
+          EXPECT_LT(rel_error(dp[i]->grad, hp[i]->grad), tol) << hp[i]->name;
+      }
       nn::set_aggregation_dtype(DType::f32);
     }
 #endif
