@@ -138,9 +138,10 @@ void run_bench_gat(const GatBenchArgs& o) {
           return r;
         };
         Tensor attn_saved, out_saved;
-        // Half rows also: the fused forward into a float32 out, with the rows' softmax state
-        // (what spgnn train's GAT layer runs; its backward then walks each row once).
-        Tensor out32, state;
+        // On the GPU also: the fused forward with the rows' softmax state and negative-logit sums,
+        // half rows into a float32 out (what spgnn train's GAT layer runs; its backward then
+        // walks the edges once, by source).
+        Tensor out32, state, neg;
         std::vector<GatRow> fwd;
         for (const std::string& s : {fused, std::string("unfused")}) {
           OpOptions opt;
@@ -152,12 +153,15 @@ void run_bench_gat(const GatBenchArgs& o) {
           if (s != fused) continue;
           attn_saved = attn;
           out_saved = out;
-          if (dev.is_cuda() && is_half(vt)) {
+          if (dev.is_cuda()) {
             out32 = Tensor::full({host.n_rows, H * F}, DType::f32, NAN, dev);
             Tensor attn2;
             GatParams fp = prm;
             fp.softmax_state = &state;
-            fwd.push_back(forward_row(fused + " fwd (f32 out, state)", opt, fp, out32, attn2));
+            fp.negative_logit_sums = &neg;
+            fwd.push_back(forward_row(fused + (is_half(vt) ? " fwd (f32 out, state, sums)"
+                                                           : " fwd (state, sums)"),
+                                      opt, fp, out32, attn2));
           }
         }
         for (auto& r : fwd) {
@@ -169,17 +173,19 @@ void run_bench_gat(const GatBenchArgs& o) {
           struct Variant {
             std::string label;
             OpOptions opt;
-            bool with_out;  // params.forward_out = the fused forward's out (halves: out32, state)
+            int with_out;  // 1: params.forward_out = the fused forward's out (halves: out32,
+                           // state); 2: out32, state and the sums (the one walk by source)
           };
           std::vector<Variant> variants;
           OpOptions b0;
           b0.schedule = fused_s;
-          variants.push_back({fused + " bwd" + (dev.is_cuda() ? " (gather)" : ""), b0, false});
+          variants.push_back({fused + " bwd" + (dev.is_cuda() ? " (gather)" : ""), b0, 0});
           if (dev.is_cuda()) {
-            variants.push_back({fused + " bwd (gather, t from out)", b0, true});
+            variants.push_back({fused + " bwd (gather, t from out)", b0, 1});
+            variants.push_back({fused + " bwd (one walk by source)", b0, 2});
             OpOptions b1 = b0;
             b1.schedule.params["bwd_atomic"] = 1;
-            variants.push_back({fused + " bwd (atomic)", b1, false});
+            variants.push_back({fused + " bwd (atomic)", b1, 0});
           }
           Tensor gf_first, gel_first;
           double first_ms = NAN;
@@ -187,8 +193,9 @@ void run_bench_gat(const GatBenchArgs& o) {
             GatRow r = base(label);
             Tensor gf, gel, ger;
             GatParams bp = prm;
-            if (with_out) bp.forward_out = is_half(vt) ? &out32 : &out_saved;
-            if (with_out && is_half(vt)) bp.softmax_state = &state;
+            if (with_out) bp.forward_out = is_half(vt) || with_out == 2 ? &out32 : &out_saved;
+            if (with_out && (is_half(vt) || with_out == 2)) bp.softmax_state = &state;
+            if (with_out == 2) bp.negative_logit_sums = &neg;
             auto call = [&] {
               gat_aggregate_backward(g, feat, el, er, attn_saved, gout, bp, gf, gel, ger, opt);
             };
