@@ -561,52 +561,71 @@ def _gat_half_heads(feat: Tensor, heads: int) -> bool:
     return heads > 0 and feat.shape[1] % heads == 0 and (feat.shape[1] // heads) % 4 == 0
 
 
-def _gat_keeps_state(feat: Tensor, heads: int, strategy: str) -> bool:
-    """Whether the forward also returns its float32 out and the rows' softmax state for the
-    backward (GatParams::softmax_state): half rows on the GPU that the fused kernels take
-    themselves (F % 4 == 0, the gat_fused strategy, which "" and auto are there). Their backward
-    then walks each row once with the weights recomputed in float32. Shapes only, so the fake
-    agrees; alignment is made sure of in the implementation."""
-    return (feat.is_cuda and feat.dtype in (torch.float16, torch.bfloat16)
-            and _gat_half_heads(feat, heads) and strategy.split(":")[0] in ("", "auto", "gat_fused"))
+def _gat_kept(feat: Tensor, heads: int, strategy: str, sums: bool) -> Tuple[bool, bool, bool]:
+    """What the forward returns beside (out, attn) for the fused GPU backward: (the float32 out,
+    the rows' softmax state, their negative-logit sums). Half rows that the fused kernels take
+    themselves (F % 4 == 0, the gat_fused strategy, which "" and auto are on the GPU) keep the
+    float32 out and the state: their backward recomputes the weights in float32. With ``sums``
+    (the caller will differentiate), fused rows of either dtype keep the state and the sums:
+    the backward then walks the edges once, by source (GatParams::negative_logit_sums), for
+    one [N_dst, H*F] float32 tensor more until it runs. Shapes only, so the fake agrees;
+    alignment is made sure of in the implementation."""
+    fused = feat.is_cuda and strategy.split(":")[0] in ("", "auto", "gat_fused")
+    half = fused and feat.dtype in (torch.float16, torch.bfloat16) and _gat_half_heads(feat, heads)
+    walk = sums and (half or (fused and feat.dtype == torch.float32))
+    return half, half or walk, walk
+
+
+def gat_will_differentiate(*inputs: Tensor) -> bool:
+    """gat_aggregate's ``sums``: whether autograd will record the call (so its backward may run).
+    An evaluation forward (torch.no_grad, or no input requiring grad) then skips the sums' cost
+    (1-11% of the fused forward, H200) and memory."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in inputs)
 
 
 def _gat_aggregate_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, heads: int,
                         negative_slope: float, dropout: float, seed: Tensor, n_rows: int,
-                        strategy: str) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """(out, attn, out32, state): out32 and state are the float32 out and the softmax state where
-    _gat_keeps_state, else empty (the autograd saves them; callers take the first two)."""
-    keeps = _gat_keeps_state(feat, heads, strategy)
-    out = torch.empty((n_rows, feat.shape[1]), dtype=torch.float32 if keeps else feat.dtype,
+                        strategy: str, sums: bool = False
+                        ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(out, attn, out32, state, neg): the float32 out, the softmax state and the negative-logit
+    sums where _gat_kept, else empty (the autograd saves them; callers take the first two).
+    ``sums``: whether the caller will differentiate (only then are the sums worth their cost)."""
+    k32, kstate, kneg = _gat_kept(feat, heads, strategy, sums)
+    out = torch.empty((n_rows, feat.shape[1]), dtype=torch.float32 if k32 else feat.dtype,
                       device=feat.device)
     attn = torch.empty((nnz_of(h), heads), dtype=feat.dtype, device=feat.device)
-    state = torch.empty((n_rows, heads, 2) if keeps else (0,), dtype=torch.float32,
+    state = torch.empty((n_rows, heads, 2) if kstate else (0,), dtype=torch.float32,
                         device=feat.device)
-    if keeps and feat.data_ptr() % 16:
+    neg = torch.empty((n_rows, feat.shape[1]) if kneg else (0,), dtype=torch.float32,
+                      device=feat.device)
+    if k32 and feat.data_ptr() % 16:
         feat = feat.clone()  # (the half kernels' vector loads; a view can start anywhere)
     host_seed, dev_seed = _seed(seed, feat)
     with on_device(feat):
-        written = C.gat_aggregate(_addr(h), arr(feat), arr(el), arr(er), heads, negative_slope,
-                                  dropout, host_seed, arr(out), arr(attn), stream_of(feat),
-                                  strategy, None if dev_seed is None else arr(dev_seed),
-                                  arr(state) if keeps else None)
-    if not keeps:
-        return out, attn, state, state.new_empty((0,))
-    if not written:
-        raise RuntimeError("spgnn internal error: gat_aggregate's half kernels did not write "
-                           "the softmax state they were expected to")
-    return out.to(feat.dtype), attn, out, state
+        wrote = C.gat_aggregate(_addr(h), arr(feat), arr(el), arr(er), heads, negative_slope,
+                                dropout, host_seed, arr(out), arr(attn), stream_of(feat),
+                                strategy, None if dev_seed is None else arr(dev_seed),
+                                arr(state) if kstate else None, arr(neg) if kneg else None)
+    if tuple(wrote) != (kstate, kneg):
+        raise RuntimeError("spgnn internal error: gat_aggregate's fused kernels wrote (softmax "
+                           f"state, negative-logit sums) {tuple(wrote)}, expected "
+                           f"{(kstate, kneg)}")
+    if not k32:
+        return out, attn, out.new_empty((0,), dtype=torch.float32), state, neg
+    return out.to(feat.dtype), attn, out, state, neg
 
 
 _gat_aggregate_op = custom_op(f"{_lib}::gat_aggregate", _gat_aggregate_impl, mutates_args=())
 
 
 @register_fake(f"{_lib}::gat_aggregate")
-def _(h, feat, el, er, heads, negative_slope, dropout, seed, n_rows, strategy):
-    keeps = _gat_keeps_state(feat, heads, strategy)
+def _(h, feat, el, er, heads, negative_slope, dropout, seed, n_rows, strategy, sums=False):
+    k32, kstate, kneg = _gat_kept(feat, heads, strategy, sums)
+    f32 = torch.float32
     return (feat.new_empty((n_rows, feat.shape[1])), feat.new_empty((nnz_of(h), heads)),
-            feat.new_empty((n_rows, feat.shape[1]) if keeps else (0,), dtype=torch.float32),
-            feat.new_empty((n_rows, heads, 2) if keeps else (0,), dtype=torch.float32))
+            feat.new_empty((n_rows, feat.shape[1]) if k32 else (0,), dtype=f32),
+            feat.new_empty((n_rows, heads, 2) if kstate else (0,), dtype=f32),
+            feat.new_empty((n_rows, feat.shape[1]) if kneg else (0,), dtype=f32))
 
 
 def _gat_grads(feat: Tensor, el: Tensor, er: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
@@ -623,11 +642,14 @@ def _gat_grads(feat: Tensor, el: Tensor, er: Tensor) -> Tuple[Tensor, Tensor, Te
 def _gat_aggregate_backward_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor, attn: Tensor,
                                  grad: Tensor, heads: int, negative_slope: float, dropout: float,
                                  seed: Tensor, strategy: str, out: Optional[Tensor] = None,
-                                 state: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+                                 state: Optional[Tensor] = None, neg: Optional[Tensor] = None
+                                 ) -> Tuple[Tensor, Tensor, Tensor]:
     """``out``: the forward's output for these inputs, unmodified (half rows: its float32 out),
-    or None; ``state``: the rows' softmax state it wrote, or None. The fused GPU backward then
-    takes each row's sum_e a_e d_a_e as grad[v]·out[v] and walks each row's edges once; half
-    rows need both (the core's GatParams::forward_out and softmax_state)."""
+    or None; ``state`` and ``neg``: the rows' softmax state and negative-logit sums it wrote, or
+    None. The fused GPU backward given out takes each row's sum_e a_e d_a_e as grad[v]·out[v]
+    and walks each row's edges once (half rows need the state too); given all three it walks
+    the edges once, by source (the core's GatParams::forward_out, softmax_state and
+    negative_logit_sums)."""
     gf, gl, gr = _gat_grads(feat, el, er)
     if feat.is_cuda and C.graph_info(_addr(h))["device_built"]:
         # The backward walks the transpose: give it the one built on the GPU (the core would
@@ -641,7 +663,8 @@ def _gat_aggregate_backward_impl(h: Tensor, feat: Tensor, el: Tensor, er: Tensor
                                  arr(gr), stream_of(feat), strategy,
                                  None if dev_seed is None else arr(dev_seed),
                                  None if out is None else arr(out),
-                                 None if state is None else arr(state))
+                                 None if state is None else arr(state),
+                                 None if neg is None else arr(neg))
     return gf, gl, gr
 
 
@@ -651,30 +674,35 @@ _gat_aggregate_backward_op = custom_op(f"{_lib}::gat_aggregate_backward",
 
 @register_fake(f"{_lib}::gat_aggregate_backward")
 def _(h, feat, el, er, attn, grad, heads, negative_slope, dropout, seed, strategy, out=None,
-      state=None):
+      state=None, neg=None):
     return _gat_grads(feat, el, er)
 
 
 def _gat_setup(ctx, inputs, output):
-    h, feat, el, er, heads, slope, dropout, seed, n_rows, strategy = inputs
+    h, feat, el, er, heads, slope, dropout, seed, n_rows, strategy, *rest = inputs
     ctx.heads, ctx.slope, ctx.dropout, ctx.strategy = heads, slope, dropout, strategy
+    ctx.n_inputs = len(inputs)  # (the eager front passes ``sums`` only where the caller did)
     # The GPU backward reads the forward's out: in float32 the output itself (as torch.softmax's
-    # does; modifying it in place then makes autograd raise), for half rows the float32 out and
-    # the softmax state (_gat_keeps_state). The CPU reads neither, and keeps nothing more.
-    ctx.keeps = _gat_keeps_state(feat, heads, strategy)
-    kept = ((output[2], output[3]) if ctx.keeps else
-            (output[0],) if feat.is_cuda and feat.dtype == torch.float32 else ())
+    # does; modifying it in place then makes autograd raise), for half rows the float32 out;
+    # and the softmax state and negative-logit sums where the forward kept them (_gat_kept).
+    # The CPU reads none of them, and keeps nothing more.
+    k32, kstate, kneg = _gat_kept(feat, heads, strategy, bool(rest and rest[0]))
+    out = output[2] if k32 else output[0] if feat.is_cuda and feat.dtype == torch.float32 else None
+    kept = [] if out is None else [out]
+    if out is not None and kstate:
+        kept.append(output[3])
+        if kneg:
+            kept.append(output[4])
     ctx.save_for_backward(h, feat, el, er, output[1], seed, *kept)
-    ctx.mark_non_differentiable(output[1], output[2], output[3])
+    ctx.mark_non_differentiable(output[1], output[2], output[3], output[4])
 
 
-def _gat_backward(ctx, grad, _grad_attn, _grad_out32, _grad_state):
+def _gat_backward(ctx, grad, _grad_attn, _grad_out32, _grad_state, _grad_neg):
     h, feat, el, er, attn, seed, *kept = ctx.saved_tensors
+    kept += [None] * (3 - len(kept))
     gf, gl, gr = gat_aggregate_backward(h, feat, el, er, attn, grad.contiguous(), ctx.heads,
-                                        ctx.slope, ctx.dropout, seed, ctx.strategy,
-                                        kept[0] if kept else None,
-                                        kept[1] if len(kept) > 1 else None)
-    return None, gf, gl, gr, None, None, None, None, None, None
+                                        ctx.slope, ctx.dropout, seed, ctx.strategy, *kept)
+    return (None, gf, gl, gr) + (None,) * (ctx.n_inputs - 4)
 
 
 register_autograd(f"{_lib}::gat_aggregate", _gat_backward, setup_context=_gat_setup)

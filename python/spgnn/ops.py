@@ -269,7 +269,8 @@ def gat_aggregate(g: Graph, feat: Tensor, el: Tensor, er: Tensor, negative_slope
         1, dtype=torch.int64)
     out, attn = _ops.gat_aggregate(g.handle(), _flat2(feat), el, er, H,
                                    negative_slope, p, seed, g.num_dst_nodes,
-                                   "" if strategy == "auto" else strategy)[:2]
+                                   "" if strategy == "auto" else strategy,
+                                   _ops.gat_will_differentiate(feat, el, er))[:2]
     shape = (g.num_dst_nodes,) + tuple(feat.shape[1:])
     return out.reshape(shape), _to_user_order(g, attn)
 

@@ -396,29 +396,39 @@ NB_MODULE(_C, m) {
       [](uintptr_t h, const Array& feat, const Array& el, const Array& er, int64_t heads,
          float slope, float dropout, uint64_t seed, const Array& out, const Array& attn,
          uintptr_t stream, const std::string& strategy, const OptArray& device_seed,
-         const OptArray& softmax_state) {
+         const OptArray& softmax_state, const OptArray& negative_logit_sums) {
         auto g = lookup(h);
         Tensor f = view(feat, "feat"), l = view(el, "el"), r = view(er, "er"),
                o = view(out, "out"), a = view(attn, "attn");
         GatParams p = gat_params(heads, slope, dropout, seed, device_seed, f, "gat_aggregate");
         Tensor st = softmax_state ? view(*softmax_state, "softmax_state") : Tensor();
         if (softmax_state) p.softmax_state = &st;
+        Tensor ng = negative_logit_sums ? view(*negative_logit_sums, "negative_logit_sums")
+                                        : Tensor();
+        if (negative_logit_sums) p.negative_logit_sums = &ng;
         const OpOptions opt = options_for(stream, strategy);
         nb::gil_scoped_release unlocked;
         gat_aggregate(g->g, f, l, r, p, o, a, opt);
-        return st.defined();  // whether the state was written (GatParams::softmax_state)
+        // Which were written (GatParams::softmax_state, negative_logit_sums). The core replaces
+        // a misaligned one rather than write through it: the caller's memory then holds nothing.
+        const auto same = [](const Tensor& t, const OptArray& arr) {
+          return t.defined() && t.raw() == arr->data();
+        };
+        return std::make_tuple(softmax_state && same(st, softmax_state),
+                               negative_logit_sums && same(ng, negative_logit_sums));
       },
       "handle"_a, "feat"_a.noconvert(), "el"_a.noconvert(), "er"_a.noconvert(), "heads"_a,
       "negative_slope"_a, "dropout"_a, "seed"_a, "out"_a.noconvert(), "attn"_a.noconvert(),
       "stream"_a, "strategy"_a, "device_seed"_a.noconvert() = nb::none(),
-      "softmax_state"_a.noconvert() = nb::none());
+      "softmax_state"_a.noconvert() = nb::none(),
+      "negative_logit_sums"_a.noconvert() = nb::none());
   m.def(
       "gat_aggregate_backward",
       [](uintptr_t h, const Array& feat, const Array& el, const Array& er, const Array& attn,
          const Array& grad_out, int64_t heads, float slope, float dropout, uint64_t seed,
          const Array& grad_feat, const Array& grad_el, const Array& grad_er, uintptr_t stream,
          const std::string& strategy, const OptArray& device_seed, const OptArray& forward_out,
-         const OptArray& softmax_state) {
+         const OptArray& softmax_state, const OptArray& negative_logit_sums) {
         auto g = lookup(h);
         Tensor f = view(feat, "feat"), l = view(el, "el"), r = view(er, "er"),
                a = view(attn, "attn"), go = view(grad_out, "grad_out"),
@@ -430,6 +440,9 @@ NB_MODULE(_C, m) {
         if (forward_out) p.forward_out = &fo;
         Tensor st = softmax_state ? view(*softmax_state, "softmax_state") : Tensor();
         if (softmax_state) p.softmax_state = &st;
+        Tensor ng = negative_logit_sums ? view(*negative_logit_sums, "negative_logit_sums")
+                                        : Tensor();
+        if (negative_logit_sums) p.negative_logit_sums = &ng;
         const OpOptions opt = options_for(stream, strategy);
         nb::gil_scoped_release unlocked;
         gat_aggregate_backward(g->g, f, l, r, a, go, p, gf, gl, gr, opt);
@@ -439,7 +452,8 @@ NB_MODULE(_C, m) {
       "dropout"_a, "seed"_a, "grad_feat"_a.noconvert(), "grad_el"_a.noconvert(),
       "grad_er"_a.noconvert(), "stream"_a, "strategy"_a,
       "device_seed"_a.noconvert() = nb::none(), "forward_out"_a.noconvert() = nb::none(),
-      "softmax_state"_a.noconvert() = nb::none());
+      "softmax_state"_a.noconvert() = nb::none(),
+      "negative_logit_sums"_a.noconvert() = nb::none());
 
   // ---- dropout --------------------------------------------------------------------------------
   // Inverted dropout whose mask is a hash of (seed, element index): nothing to save for the

@@ -306,6 +306,30 @@ def test_gat_backward_given_the_forward_output(gen, device):
         assert rel_err(a, b, scale) < 1e-5
     with pytest.raises(ValueError, match="forward_out"):
         _ops.gat_aggregate_backward(*args, out[:-1])
+    # Asked for the sums (a caller that will differentiate), the fused GPU forward also returns
+    # each row's softmax state and negative-logit sums, its out and attn unchanged bit for bit;
+    # the backward given all three walks the edges once, by source (GatParams::
+    # negative_logit_sums). The CPU keeps neither.
+    out2, attn2, out32, state, neg = _ops.gat_aggregate(h, feat, el, er, H, 0.2, 0.3, seed, n, "",
+                                                        True)
+    assert torch.equal(out2, out) and torch.equal(attn2, attn) and out32.numel() == 0
+    if device == "cpu":
+        assert state.numel() == 0 and neg.numel() == 0
+        return
+    assert state.shape == (n, H, 2) and neg.shape == (n, H * C)
+    assert state.dtype == neg.dtype == torch.float32
+    walked = _ops.gat_aggregate_backward(*args, out, state, neg)
+    for a, b in zip(walked, without):
+        assert rel_err(a, b, scale) < 1e-5
+    with pytest.raises(ValueError, match="negative_logit_sums"):
+        _ops.gat_aggregate_backward(*args, out, state, neg[:-1])
+    # autograd takes the same path when the inputs require grad, and not under no_grad
+    leaves = [t.clone().requires_grad_() for t in (feat, el, er)]
+    y, _ = ops.gat_aggregate(spgnn.Graph(ei.to(device), n), leaves[0].view(n, H, C), *leaves[1:],
+                             attn_dropout=0.3)
+    assert all(g is not None for g in torch.autograd.grad(y.sum(), leaves))
+    with torch.no_grad():
+        assert _ops.gat_will_differentiate(*leaves) is False
 
 
 def _distinct_rows(gen, n, F, device):

@@ -689,7 +689,8 @@ class GATConv(torch.nn.Module):
         if Cp != Fw:
             feat = F.pad(feat.reshape(feat.shape[0], H, Fw), (0, Cp - Fw)).reshape(-1, H * Cp)
         out, attn = _ops.gat_aggregate(h, feat.contiguous(), el.contiguous(), er.contiguous(), H,
-                                       self.negative_slope, p, seed, n, "")[:2]
+                                       self.negative_slope, p, seed, n, "",
+                                       _ops.gat_will_differentiate(feat, el, er))[:2]
         out = out.view(n, H, Cp)
         if Cp != Fw:
             out = out[..., :Fw]
