@@ -306,7 +306,7 @@ __device__ __forceinline__ FwdLane fwd_lane(const A& a, int lane, bool warp_team
 // On return: lane (t, i) holds head i's M and total z (reduced over the team); acc holds this
 // lane's V feature sums (over the team's groups), relative to M, not divided by z; s_last[x] is
 // lane (t, i)'s logit of edge t + x * step in the last batch.
-template <class I, class T, int V, int K, int E, bool kPartial>
+template <class I, class T, int V, int K, int E, bool kPartial, bool kNeg>
 __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L, int64_t b,
                                         int64_t e, float erv, float& M, float& z,
                                         float (&s_last)[E], float (&acc)[K][V], float& zn,
@@ -323,9 +323,11 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
   M = -INFINITY;
   z = 0.f;
   zn = 0.f;
-  // a.neg: zn and nacc also sum the edges whose logit is negative before the LeakyReLU (z <= 0:
-  // the slope's side of leaky_relu'); their weights travel to the gathering lanes negated.
-  const bool neg = a.neg != nullptr;
+  // kNeg (a.neg set): zn and nacc also sum the edges whose logit is negative before the
+  // LeakyReLU (z <= 0: the slope's side of leaky_relu'); their weights travel to the gathering
+  // lanes negated. A template parameter: nacc's registers would otherwise cost every forward
+  // (ptxas: 98 -> 120 registers a thread for bfloat16 rows of 4 halves a lane).
+  constexpr bool neg = kNeg;
 #pragma unroll
   for (int x = 0; x < E; ++x) s_last[x] = -INFINITY;
   const uint64_t key = drop_key(a);
@@ -441,7 +443,7 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
         const int src = L.base + (((slot < cnt ? slot : 0) & (step - 1)) << a.hc_log2) + wsrc;
         float w = __shfl_sync(L.mask, pick(wd, k, L.tg_log2), src);
         if (slot >= cnt) w = 0.f;
-        fma_packed(fabsf(w), xg[k], acc);
+        fma_packed(neg ? fabsf(w) : w, xg[k], acc);
         if (neg) fma_packed(fminf(w, 0.f), xg[k], nacc);
       }
     }
@@ -460,7 +462,7 @@ __device__ __forceinline__ void fwd_row(const FwdArgs<I, T>& a, const FwdLane& L
       }
 #pragma unroll
       for (int k = 0; k < kUB; ++k) {
-        fma_packed(fabsf(w2[k]), xg[k], acc);
+        fma_packed(neg ? fabsf(w2[k]) : w2[k], xg[k], acc);
         if (neg) fma_packed(fminf(w2[k], 0.f), xg[k], nacc);
       }
     }
@@ -511,12 +513,12 @@ __device__ __forceinline__ void fwd_finish_attn(const FwdArgs<I, T>& a, const Fw
 }
 
 // A whole row (long or short) of a rows-kernel team: out, then attn.
-template <class I, class T, int V, int K, int E>
+template <class I, class T, int V, int K, int E, bool kNeg>
 __device__ __forceinline__ void fwd_whole_row(const FwdArgs<I, T>& a, const FwdLane& L, int64_t v) {
   const int64_t b = a.rowptr[v], e = a.rowptr[v + 1];
   const float erv = L.hv ? elem::ldg1(a.er + v * a.H + L.h) : 0.f;
   float M, z, s_last[E], acc[K][V], zn, nacc[K][V];
-  fwd_row<I, T, V, K, E, false>(a, L, b, e, erv, M, z, s_last, acc, zn, nacc);  // empty: acc = 0
+  fwd_row<I, T, V, K, E, false, kNeg>(a, L, b, e, erv, M, z, s_last, acc, zn, nacc);  // empty: 0
   const int zlane = L.base + (L.hl & ((1 << a.hc_log2) - 1));
   const float zf = __shfl_sync(L.mask, z, zlane);
   const float znf = __shfl_sync(L.mask, zn, zlane);
@@ -530,7 +532,7 @@ __device__ __forceinline__ void fwd_whole_row(const FwdArgs<I, T>& a, const FwdL
         const int64_t o = v * a.W + L.colg + c * L.kstride;
         if (kHalf<T> && a.out32) st_f32<V>(a.out32 + o, acc[c]);
         else elem::store<V>(a.out + o, acc[c]);
-        if (a.neg) {  // sum_neg a_e mask_e feat[u] - (sum_neg a_e) out[v]
+        if constexpr (kNeg) {  // sum_neg a_e mask_e feat[u] - (sum_neg a_e) out[v]
           const float cn = znf * inv;
 #pragma unroll
           for (int q = 0; q < V; ++q) nacc[c][q] = -nacc[c][q] * inv - cn * acc[c][q];
@@ -546,7 +548,7 @@ __device__ __forceinline__ void fwd_whole_row(const FwdArgs<I, T>& a, const FwdL
 // Long rows (a warp each) then short rows (a group each), in degree order. E = 4 (fwd_edges) is
 // a kernel of its own, so that its registers do not cost E = 1 and 2 occupancy; those two share
 // one kernel, as a branch (float32 at F = 16 ran 1.5-2% slower with a kernel for each).
-template <class I, class T, int V, int K, bool kE4>
+template <class I, class T, int V, int K, bool kE4, bool kNeg>
 __global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<I, T> a) {
   const int lane = threadIdx.x & 31;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -562,50 +564,50 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gat_rows_kernel(const FwdArgs<
   const FwdLane L = fwd_lane(a, lane, warp_team, V, K);
   const int64_t v = static_cast<int64_t>(__ldg(a.order + idx));
   if constexpr (kE4) {
-    fwd_whole_row<I, T, V, K, 4>(a, L, v);
+    fwd_whole_row<I, T, V, K, 4, kNeg>(a, L, v);
   } else {
     if constexpr (K == 1)
-      if (a.e == 2) return fwd_whole_row<I, T, V, K, 2>(a, L, v);
-    fwd_whole_row<I, T, V, K, 1>(a, L, v);
+      if (a.e == 2) return fwd_whole_row<I, T, V, K, 2, kNeg>(a, L, v);
+    fwd_whole_row<I, T, V, K, 1, kNeg>(a, L, v);
   }
 }
 
 // A heavy segment: its partial state (raw logits in attn or raw).
-template <class I, class T, int V, int K, int E>
+template <class I, class T, int V, int K, int E, bool kNeg>
 __device__ __forceinline__ void fwd_segment(const FwdArgs<I, T>& a, const FwdLane& L, int64_t sg) {
   const int64_t v = a.seg_row[sg];
   const int64_t b = a.seg_begin[sg];
   const int64_t e = min(b + a.seg_len, static_cast<int64_t>(a.rowptr[v + 1]));
   const float erv = L.hv ? elem::ldg1(a.er + v * a.H + L.h) : 0.f;
   float M, z, s_last[E], acc[K][V], zn, nacc[K][V];
-  fwd_row<I, T, V, K, E, true>(a, L, b, e, erv, M, z, s_last, acc, zn, nacc);
+  fwd_row<I, T, V, K, E, true, kNeg>(a, L, b, e, erv, M, z, s_last, acc, zn, nacc);
   if (L.tg == 0)
 #pragma unroll
     for (int c = 0; c < K; ++c)
       if (c < L.nvk) {
         st_f32<V>(a.pacc + sg * a.W + L.colg + c * L.kstride, acc[c]);
-        if (a.neg) st_f32<V>(a.pnacc + sg * a.W + L.colg + c * L.kstride, nacc[c]);
+        if constexpr (kNeg) st_f32<V>(a.pnacc + sg * a.W + L.colg + c * L.kstride, nacc[c]);
       }
   if (L.writer && L.t == 0 && L.hv) {
     a.pstat[(sg * a.H + L.h) * 2] = M;
     a.pstat[(sg * a.H + L.h) * 2 + 1] = z;
-    if (a.neg) a.pzn[sg * a.H + L.h] = zn;
+    if constexpr (kNeg) a.pzn[sg * a.H + L.h] = zn;
   }
 }
 
 // Heavy rows: a warp per segment writes its partial state (E as in gat_rows_kernel).
-template <class I, class T, int V, int K, bool kE4>
+template <class I, class T, int V, int K, bool kE4, bool kNeg>
 __global__ void __launch_bounds__(kMaxWarps * 32) gat_segment_kernel(const FwdArgs<I, T> a) {
   const int lane = threadIdx.x & 31;
   const int64_t sg = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (sg >= a.n_seg) return;
   const FwdLane L = fwd_lane(a, lane, true, V, K);
   if constexpr (kE4) {
-    fwd_segment<I, T, V, K, 4>(a, L, sg);
+    fwd_segment<I, T, V, K, 4, kNeg>(a, L, sg);
   } else {
     if constexpr (K == 1)
-      if (a.e == 2) return fwd_segment<I, T, V, K, 2>(a, L, sg);
-    fwd_segment<I, T, V, K, 1>(a, L, sg);
+      if (a.e == 2) return fwd_segment<I, T, V, K, 2, kNeg>(a, L, sg);
+    fwd_segment<I, T, V, K, 1, kNeg>(a, L, sg);
   }
 }
 
@@ -1532,7 +1534,9 @@ void forward_ve(const FwdArgs<I, T>& a0, const FwdSchedule& s, int64_t chunks, i
   const int64_t team_warps = s.n_long + ceil_div<int64_t>(s.n_short, int64_t{32} >> a.g_log2);
   if (team_warps > 0) {
     const dim3 grid(blocks_for(team_warps, warps), static_cast<unsigned>(chunks));
-    gat_rows_kernel<I, T, V, K, kE4><<<grid, warps * 32, 0, st>>>(a);
+    const auto rows = a.neg ? gat_rows_kernel<I, T, V, K, kE4, true>
+                            : gat_rows_kernel<I, T, V, K, kE4, false>;
+    rows<<<grid, warps * 32, 0, st>>>(a);
     SPGNN_CUDA_CHECK_LAUNCH();
   }
   if (s.n_heavy == 0) return;
@@ -1546,7 +1550,9 @@ void forward_ve(const FwdArgs<I, T>& a0, const FwdSchedule& s, int64_t chunks, i
   a.pstat = part.get() + rows_w * s.n_seg * a.W;
   a.pzn = a.neg ? a.pstat + 2 * s.n_seg * a.H : nullptr;
   const dim3 grid(blocks_for(s.n_seg, warps), static_cast<unsigned>(chunks));
-  gat_segment_kernel<I, T, V, K, kE4><<<grid, warps * 32, 0, st>>>(a);
+  const auto segments = a.neg ? gat_segment_kernel<I, T, V, K, kE4, true>
+                              : gat_segment_kernel<I, T, V, K, kE4, false>;
+  segments<<<grid, warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
   gat_merge_kernel<I, T><<<blocks_for(s.n_heavy, warps), warps * 32, 0, st>>>(a);
   SPGNN_CUDA_CHECK_LAUNCH();
