@@ -170,32 +170,37 @@ void run_bench_gat(const GatBenchArgs& o) {
         }
         // ---- backward: gather over the transpose vs atomics (GPU); cpu on the CPU ----
         if (o.backward) {
+          // What each variant is given of the fused forward's results: nothing; its out
+          // (halves: out32 and the state); or out32, the state and the sums (one walk by source).
+          enum class Given { nothing, out, sums };
           struct Variant {
             std::string label;
             OpOptions opt;
-            int with_out;  // 1: params.forward_out = the fused forward's out (halves: out32,
-                           // state); 2: out32, state and the sums (the one walk by source)
+            Given given;
           };
           std::vector<Variant> variants;
           OpOptions b0;
           b0.schedule = fused_s;
-          variants.push_back({fused + " bwd" + (dev.is_cuda() ? " (gather)" : ""), b0, 0});
+          variants.push_back({fused + " bwd" + (dev.is_cuda() ? " (gather)" : ""), b0, Given::nothing});
           if (dev.is_cuda()) {
-            variants.push_back({fused + " bwd (gather, t from out)", b0, 1});
-            variants.push_back({fused + " bwd (one walk by source)", b0, 2});
+            variants.push_back({fused + " bwd (gather, t from out)", b0, Given::out});
+            variants.push_back({fused + " bwd (one walk by source)", b0, Given::sums});
             OpOptions b1 = b0;
             b1.schedule.params["bwd_atomic"] = 1;
-            variants.push_back({fused + " bwd (atomic)", b1, 0});
+            variants.push_back({fused + " bwd (atomic)", b1, Given::nothing});
           }
           Tensor gf_first, gel_first;
           double first_ms = NAN;
-          for (auto& [label, opt, with_out] : variants) {
+          for (auto& [label, opt, given] : variants) {
             GatRow r = base(label);
             Tensor gf, gel, ger;
             GatParams bp = prm;
-            if (with_out) bp.forward_out = is_half(vt) || with_out == 2 ? &out32 : &out_saved;
-            if (with_out && (is_half(vt) || with_out == 2)) bp.softmax_state = &state;
-            if (with_out == 2) bp.negative_logit_sums = &neg;
+            const bool from32 = is_half(vt) || given == Given::sums;  // out32 and the state
+            if (given != Given::nothing) {
+              bp.forward_out = from32 ? &out32 : &out_saved;
+              if (from32) bp.softmax_state = &state;
+            }
+            if (given == Given::sums) bp.negative_logit_sums = &neg;
             auto call = [&] {
               gat_aggregate_backward(g, feat, el, er, attn_saved, gout, bp, gf, gel, ger, opt);
             };
