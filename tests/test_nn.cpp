@@ -444,6 +444,35 @@ TEST(NnModel, LogitsStayValidAcrossLaterForwardPasses) {
   }
 }
 
+// layer_input(i) is what layer i was fed: re-running that layer on it reproduces the model's
+// logits (last layer) and the next layer's input (through the activation, no dropout in eval).
+TEST(NnModel, LayerInputsAreWhatEachLayerWasFed) {
+  Graph g = random_graph(GraphKind::rmat, 40, seed_for(322), false);
+  nn::GraphContext ctx(g, Device::cpu());
+  for (ConvKind kind : {ConvKind::gcn, ConvKind::gat}) {
+    nn::ModelConfig mc;
+    mc.kind = kind;
+    mc.in = 6;
+    mc.hidden = 8;
+    mc.classes = 3;
+    mc.layers = 3;
+    mc.heads = 2;
+    nn::Model model(mc);
+    EXPECT_THROW(model.layer_input(0), InvalidArgument);  // before any forward
+    Tensor x = random_tensor({g.n_rows, 6}, seed_for(323));
+    const Tensor logits = model.forward(ctx, x, false);
+    EXPECT_EQ(rel_error(model.layer_input(0), x), 0.0) << nn::conv_name(kind);
+    for (size_t i = 1; i < 3; ++i)
+      EXPECT_EQ(model.layer_input(i).dim(1), model.layer(i - 1).out_width()) << nn::conv_name(kind);
+    const Tensor again = model.layer(2).forward(ctx, model.layer_input(2).clone(), false, 0);
+    EXPECT_EQ(rel_error(again, logits), 0.0) << nn::conv_name(kind);
+    EXPECT_THROW(model.layer_input(3), InvalidArgument);
+    // training: the first layer's input is x dropped out, not x
+    model.forward(ctx, x, true, 1);
+    EXPECT_GT(rel_error(model.layer_input(0), x), 0.0) << nn::conv_name(kind);
+  }
+}
+
 TEST(NnTrain, ProfileCoversTheEpochAndChangesNothing) {
   const Dataset d = nn::load_dataset("builtin");
   for (int64_t maxk : {int64_t{0}, int64_t{4}}) {

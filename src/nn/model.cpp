@@ -119,6 +119,7 @@ Tensor Model::forward(GraphContext& ctx, const Tensor& x, bool training, uint64_
     dropout(x, p, dropout_seed(config_.seed, step, 0), x_drop_);
     h = x_drop_;
   }
+  input_ = h;
   for (size_t i = 0; i < L; ++i) {
     h = layers_[i]->forward(ctx, h, training, dropout_seed(config_.seed ^ 0xA77EULL, step, i));
     if (i + 1 == L) break;
@@ -142,6 +143,14 @@ Tensor Model::forward(GraphContext& ctx, const Tensor& x, bool training, uint64_
     outputs_[i] = h;
   }
   return h;
+}
+
+const Tensor& Model::layer_input(size_t i) const {
+  SPGNN_CHECK(i < layers_.size(), InvalidArgument, "Model::layer_input: layer ", i,
+              " out of range (the model has ", layers_.size(), ")");
+  SPGNN_CHECK(outputs_.size() == layers_.size(), InvalidArgument,
+              "Model::layer_input: no forward pass yet");
+  return i == 0 ? input_ : outputs_[i - 1];
 }
 
 void Model::backward(GraphContext& ctx, const Tensor& grad_logits) {

@@ -46,6 +46,11 @@ class Model {
   int64_t num_parameters();
   Layer& layer(size_t i) { return *layers_[i]; }
   size_t num_layers() const { return layers_.size(); }
+  // What the last forward fed layer i: x (dropped out while training) for the first layer, the
+  // previous layer's output after its activation (or MaxK) and dropout for the others. A view
+  // of the model's own buffers, valid until the next forward; for inspecting activations (the
+  // GPU tests find GAT logits at the LeakyReLU's kink through it).
+  const Tensor& layer_input(size_t i) const;
 
   // Checkpoints: magic, version, the config as JSON, then every parameter (name, shape,
   // float32 data), written atomically. load() checks that the file's config matches.
@@ -68,6 +73,7 @@ class Model {
   std::vector<Tensor> dense_;    // GAT + MaxK (float32): the kept entries, dense (next input)
   Tensor at_kept_, grad_dense_;  // GAT + MaxK backward workspaces
   Tensor x_drop_;                // the first layer's dropped-out input, reused every epoch
+  Tensor input_;                 // what the last forward fed the first layer (x or x_drop_)
   uint64_t last_step_ = 0;
   bool last_training_ = false;
 };
