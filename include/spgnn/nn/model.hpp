@@ -47,9 +47,10 @@ class Model {
   Layer& layer(size_t i) { return *layers_[i]; }
   size_t num_layers() const { return layers_.size(); }
   // What the last forward fed layer i: x (dropped out while training) for the first layer, the
-  // previous layer's output after its activation (or MaxK) and dropout for the others. A view
-  // of the model's own buffers, valid until the next forward; for inspecting activations (the
-  // GPU tests find GAT logits at the LeakyReLU's kink through it).
+  // previous layer's output after its activation (or MaxK) and dropout for the others. The
+  // caller's x itself when nothing dropped it out, else one of the model's own buffers, which
+  // the next forward overwrites; for inspecting activations (the GPU tests find GAT logits at
+  // the LeakyReLU's kink through it).
   const Tensor& layer_input(size_t i) const;
 
   // Checkpoints: magic, version, the config as JSON, then every parameter (name, shape,
