@@ -1482,13 +1482,46 @@ int fwd_row_vector(const GatProblem& p) {
   return row_vector(p, {p.feat->raw(), p.out->raw()}, nullptr, fwd_half_vector(p.F));
 }
 
+// Heads of 8 to 32 vectors (float32 F = 32..128 at float4, half F = 64..128 at 4 halves) take
+// the wide layout in the forward too: K = 8 / V vectors a lane and G = nv / K lanes a row, one
+// head a chunk, so that a lane keeps twice the gathers in flight and 32 / G rows share a warp.
+// Packing heads into a warp instead (HC heads of nv lanes, one vector a lane) held one row a
+// warp at F = 128 and left the forward behind the unfused path (kron21, H = 1, F = 128: 25%
+// occupancy, 113 registers, 4x gnnone's SpMM time on the same gathers). H200, fused forward,
+// ms, packed -> wide, float32: kron21 H = 1 F = 64 3.96 -> 2.79, F = 128 7.87 -> 5.09, H = 4
+// F = 128 32.29 -> 21.48; Reddit shape H = 1 F = 128 14.98 -> 10.78, H = 4 F = 128 63.06 ->
+// 46.72; bfloat16: kron21 H = 1 F = 128 7.15 -> 4.92, H = 4 F = 64 13.46 -> 10.35, Reddit H = 4
+// F = 128 53.19 -> 48.03. Heads of 8 vectors (float32 F = 32) win alone (H = 1: kron21 2.19 ->
+// 1.72) and lose packed four to a warp, where a chunk a head re-reads col and el four times
+// (H = 4: 7.14 -> 7.72, Reddit 15.0 -> 18.8; H = 2 even); so heads of 8..15 vectors go wide
+// only when H = 1 (docs/GAT_NOTES.md, "Wide heads"). 8-half vectors (half heads of <= 32)
+// already carry 16 bytes a lane and stay packed.
+// SPGNN_GAT_FWD_WIDE=0 in the environment keeps the packed layout everywhere, =N (8..32) goes
+// wide from N vectors a head at every H (tuning hooks); an explicit heads_per_chunk keeps it too.
+bool fwd_goes_wide(int64_t lanes_per_head, int64_t H, int V, int heads_per_chunk) {
+  static const int forced = [] {
+    const std::string v = env_value("SPGNN_GAT_FWD_WIDE");
+    if (v.empty()) return -1;
+    const int x = std::atoi(v.c_str());
+    return x >= 8 && x <= 32 ? x : 0;
+  }();
+  if (V >= 8 || lanes_per_head > 32 || heads_per_chunk > 0 || forced_heads_per_chunk() > 0)
+    return false;
+  if (forced >= 0) return forced > 0 && lanes_per_head >= forced;
+  return lanes_per_head >= 16 || (lanes_per_head >= 8 && H == 1);
+}
+
 FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
   FwdGeometry geo;
   geo.V = fwd_row_vector(p);
   SPGNN_CHECK(geo.V > 0, InvalidArgument, "gat_fused: half rows of F = ", p.F,
               " need F % 4 == 0 and rows aligned to 8 bytes");
   const int64_t lanes_per_head = p.F / geo.V;
-  if (lanes_per_head > 32) {
+  if (fwd_goes_wide(lanes_per_head, p.H, geo.V, heads_per_chunk)) {
+    geo.K = 8 / geo.V;
+    geo.g_log2 = log2_of(ceil_div<int64_t>(lanes_per_head, geo.K));
+    geo.chunks = p.H;
+  } else if (lanes_per_head > 32) {
     const HeadLanes l = head_lanes(lanes_per_head, geo.V);
     geo.K = l.K;
     geo.g_log2 = l.g_log2;
