@@ -1420,13 +1420,14 @@ int log2_of(int64_t p) {
 // G lanes, G * K vectors a pass (forward: a column chunk), passes as needed. Before, a wide
 // head took one vector a lane in passes of 32 lanes, so a warp walked one edge at a time and
 // re-walked the row per pass: a GAT output layer of 41 classes (scalar loads, 2 passes of 32)
-// took 72 of the 105 ms of a 5-layer backward on the Reddit-shaped graph (H100).
+// took 72 of the 105 ms of a 5-layer backward on the Reddit-shaped graph (H100). wide: the
+// K-vectors layout at any width (the forward's narrower heads, fwd_goes_wide).
 struct HeadLanes {
   int K = 1, g_log2 = 0, passes = 1;
 };
-HeadLanes head_lanes(int64_t nv, int V) {
+HeadLanes head_lanes(int64_t nv, int V, bool wide = false) {
   HeadLanes l;
-  if (nv <= 32) {
+  if (nv <= 32 && !wide) {
     l.g_log2 = log2_of(nv);
     return l;
   }
@@ -1505,7 +1506,7 @@ bool fwd_goes_wide(int64_t lanes_per_head, int64_t H, int V, int heads_per_chunk
     const int x = std::atoi(v.c_str());
     return x >= 8 && x <= 32 ? x : 0;
   }();
-  if (V >= 8 || lanes_per_head > 32 || heads_per_chunk > 0 || forced_heads_per_chunk() > 0)
+  if (V >= 8 || heads_per_chunk > 0 || forced_heads_per_chunk() > 0)
     return false;
   if (forced >= 0) return forced > 0 && lanes_per_head >= forced;
   return lanes_per_head >= 16 || (lanes_per_head >= 8 && H == 1);
@@ -1517,12 +1518,8 @@ FwdGeometry fwd_geometry(const GatProblem& p, int heads_per_chunk) {
   SPGNN_CHECK(geo.V > 0, InvalidArgument, "gat_fused: half rows of F = ", p.F,
               " need F % 4 == 0 and rows aligned to 8 bytes");
   const int64_t lanes_per_head = p.F / geo.V;
-  if (fwd_goes_wide(lanes_per_head, p.H, geo.V, heads_per_chunk)) {
-    geo.K = 8 / geo.V;
-    geo.g_log2 = log2_of(ceil_div<int64_t>(lanes_per_head, geo.K));
-    geo.chunks = p.H;
-  } else if (lanes_per_head > 32) {
-    const HeadLanes l = head_lanes(lanes_per_head, geo.V);
+  if (lanes_per_head > 32 || fwd_goes_wide(lanes_per_head, p.H, geo.V, heads_per_chunk)) {
+    const HeadLanes l = head_lanes(lanes_per_head, geo.V, /*wide=*/true);
     geo.K = l.K;
     geo.g_log2 = l.g_log2;
     geo.subs = l.passes;
