@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/attention_problem.hpp"
+#include "kernels/cuda/attention_kernels.hpp"  // gat_bwd_prefers_atomic: plain C++
 #include "spgnn/ops.hpp"
 #include "test_util.hpp"
 
@@ -319,6 +320,40 @@ TEST(GatAggregate, ReferenceWithEdgeIdsReproducesTheWholeGraphsMasksOnARowSample
                      c.el, er_s, gout_s, c.prm, x1, x2, x3, x4, x5),
                  InvalidArgument);
   }
+}
+
+// The fused float32 backward's default variant (no bwd_atomic in the schedule): the atomic
+// scatter only on graphs past 2^20 edges whose degree x row width stays within 512 and whose
+// heads are a multiple of 4 wide, the cases where it measured faster (attention_kernels.hpp).
+TEST(GatAggregate, BackwardDefaultVariantRule) {
+  using detail::gat_bwd_prefers_atomic;
+  const int64_t big = int64_t{1} << 21;  // 2^21 edges
+  // kron21-like (average degree 16): up to 32 columns atomic; wider gathers
+  EXPECT_TRUE(gat_bwd_prefers_atomic(big, big / 16, 1, 8));
+  EXPECT_TRUE(gat_bwd_prefers_atomic(big, big / 16, 1, 16));
+  EXPECT_TRUE(gat_bwd_prefers_atomic(big, big / 16, 1, 24));
+  EXPECT_TRUE(gat_bwd_prefers_atomic(big, big / 16, 1, 32));
+  EXPECT_TRUE(gat_bwd_prefers_atomic(big, big / 16, 2, 16));
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, big / 16, 2, 24));
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, big / 16, 1, 64));
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, big / 16, 4, 16));
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, big / 16, 8, 8));
+  // average degree 8: up to 64 columns; 64: only 8
+  EXPECT_TRUE(gat_bwd_prefers_atomic(big, big / 8, 1, 64));
+  EXPECT_TRUE(gat_bwd_prefers_atomic(big, big / 8, 8, 8));
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, big / 8, 2, 64));
+  EXPECT_TRUE(gat_bwd_prefers_atomic(big, big / 64, 1, 8));
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, big / 64, 1, 16));
+  // scalar atomics (F % 4 != 0) and small graphs never
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, big / 4, 1, 7));
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, big / 4, 1, 1));
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, big / 4, 1, 6));
+  EXPECT_FALSE(gat_bwd_prefers_atomic((int64_t{1} << 20) - 1, 1 << 17, 1, 16));
+  EXPECT_TRUE(gat_bwd_prefers_atomic(int64_t{1} << 20, 1 << 17, 1, 16));
+  // degenerate shapes do not divide by zero or pick atomics
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, 0, 1, 16));
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, big, 0, 16));
+  EXPECT_FALSE(gat_bwd_prefers_atomic(big, big, 1, 0));
 }
 
 TEST(GatAggregate, BadArguments) {

@@ -8,10 +8,11 @@
 //     parameters warps = warps per block, heavy_deg = rows with more edges are split over several
 //     warps (forward and backward; unset: 1024 forward; backward 256 or 4x the average
 //     degree, attention_kernels.hpp), heads_per_chunk = heads sharing one pass over the edges
-//     (forward; 0 = as many as one warp pass holds, up to 8), bwd_atomic = 1 to scatter source gradients with
-//     atomics instead of gathering them over the cached transpose), unfused (forward only:
-//     spgnn's own gsddmm -> LeakyReLU -> edge_softmax -> [dropout] -> gspmm, on either device),
-//     cpu, cpu_ref.
+//     (forward; 0 = as many as one warp pass holds, up to 8), bwd_atomic = 1 to scatter
+//     source gradients with atomics instead of gathering them over the cached transpose, 0 to
+//     gather; unset, float32 picks by graph and width, gat_bwd_prefers_atomic in
+//     attention_kernels.hpp), unfused (forward only: spgnn's own gsddmm -> LeakyReLU ->
+//     edge_softmax -> [dropout] -> gspmm, on either device), cpu, cpu_ref.
 // These ops are not in the spmm/sddmm registry (their problems differ); the names above are the
 // whole list, and an unknown name or parameter is an InvalidArgument that lists them.
 #include <cmath>
@@ -81,6 +82,7 @@ struct Resolved {
   std::string name;
   int warps = 4;
   bool bwd_atomic = false;
+  bool bwd_atomic_set = false;  // else the float32 backward picks (gat_bwd_prefers_atomic)
   int64_t heavy_deg = 1024;
   bool heavy_deg_set = false;  // else the backward splits at its own default
   int heads_per_chunk = 0;
@@ -130,6 +132,7 @@ Resolved resolve(const Schedule& s, const Graph& g, const char* op, bool gat, bo
       r.heads_per_chunk = static_cast<int>(value);
     } else {
       r.bwd_atomic = value != 0;
+      r.bwd_atomic_set = true;
     }
   }
   const bool gpu_only = r.name == "gat_fused" || r.name == "cuda";
@@ -632,8 +635,12 @@ void gat_aggregate_backward(const Graph& g, const Tensor& feat, const Tensor& el
   p.grad_feat = &grad_feat;
   p.grad_el = &grad_el;
   p.grad_er = &grad_er;
-  const Resolved r = resolve(options.schedule, g, kOp, true, true);
+  Resolved r = resolve(options.schedule, g, kOp, true, true);
   if (r.name == "cpu_ref") return detail::cpu_ref_gat_backward(p);
+#if SPGNN_WITH_CUDA
+  if (r.name == "gat_fused" && !r.bwd_atomic_set)
+    r.bwd_atomic = detail::gat_bwd_prefers_atomic(g.nnz(), g.n_rows, p.H, p.F);
+#endif
   std::shared_ptr<CachedTranspose> t;
   if (!(r.name == "gat_fused" && r.bwd_atomic) && g.nnz() > 0) {
     t = cached_transpose(g);

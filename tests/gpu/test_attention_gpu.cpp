@@ -496,6 +496,72 @@ TEST(GatFusedGpu, AutoPicksFusedAndMatchesUnfused) {
 #endif
 }
 
+// Without a bwd_atomic parameter the float32 backward picks its variant by graph and width
+// (gat_bwd_prefers_atomic): on graphs past 2^20 edges, narrow heads take the atomic scatter and
+// build no transpose; wider ones gather over it. Each pick, given the forward's state and sums as
+// spgnn train's GAT layer gives them, against cpu_ref; on a uniform and on a skewed graph.
+TEST(GatFusedGpu, DefaultBackwardPicksByGraphAndWidth) {
+  SPGNN_REQUIRE_GPU();
+#if SPGNN_WITH_CUDA
+  RmatParams rp;
+  rp.scale = 17;
+  rp.seed = seed_for(50001);
+  const std::vector<std::pair<std::string, Graph>> hosts = {
+      {"er:70000:16", generate_erdos_renyi(70000, 16, seed_for(50000))},
+      {"rmat:17:16", generate_rmat(rp)}};
+  int picked_atomic = 0, picked_gather = 0;
+  for (const auto& [name, host] : hosts) {
+    ASSERT_GE(host.nnz(), int64_t{1} << 20) << name << ": the rule needs 2^20 edges";
+    for (const auto& [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 16}, {2, 16}, {1, 24},
+                                                                        {4, 32}, {2, 33}}) {
+      const bool atomic = detail::gat_bwd_prefers_atomic(host.nnz(), host.n_rows, H, F);
+      (atomic ? picked_atomic : picked_gather)++;
+      const uint64_t seed = seed_for(50010 + 8 * (picked_atomic + picked_gather));
+      SCOPED_TRACE(name + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
+                   (atomic ? " (atomic)" : " (gather)") + " seed=" + std::to_string(seed));
+      const Graphs G = with_device_copy(host);  // a fresh cache: no transpose yet
+      const Tensor feat = random_tensor({host.n_cols, H * F}, seed);
+      const Tensor el = random_tensor({host.n_cols, H}, seed + 1, -2.f, 2.f);
+      const Tensor er = random_tensor({host.n_rows, H}, seed + 2, -2.f, 2.f);
+      const Tensor gout = random_tensor({host.n_rows, H * F}, seed + 3);
+      GatParams prm;
+      prm.heads = H;
+      Tensor out_ref, attn_ref, gf_ref, gel_ref, ger_ref;
+      gat_aggregate(host, feat, el, er, prm, out_ref, attn_ref, with("cpu_ref"));
+      gat_aggregate_backward(host, feat, el, er, attn_ref, gout, prm, gf_ref, gel_ref, ger_ref,
+                             with("cpu_ref"));
+      const auto [mag_el, mag_er] =
+          logit_grad_magnitudes(host, feat, el, er, attn_ref, gout, prm, H, F);
+      const Tensor feat_d = dev(feat), el_d = dev(el), er_d = dev(er);
+      Tensor out = poisoned({host.n_rows, H * F}), attn = poisoned({host.nnz(), H}),
+             st = poisoned({host.n_rows, H, 2}), neg = poisoned({host.n_rows, H * F});
+      GatParams fp = prm;
+      fp.softmax_state = &st;
+      fp.negative_logit_sums = &neg;
+      gat_aggregate(G.dev, feat_d, el_d, er_d, fp, out, attn, with("auto"));
+      GatParams bp = prm;
+      bp.forward_out = &out;
+      bp.softmax_state = &st;
+      bp.negative_logit_sums = &neg;
+      Tensor gf = poisoned({host.n_cols, H * F}), gel = poisoned({host.n_cols, H}),
+             ger = poisoned({host.n_rows, H});
+      gat_aggregate_backward(G.dev, feat_d, el_d, er_d, attn, dev(gout), bp, gf, gel, ger,
+                             with("auto"));
+      sync(nullptr);
+      expect_close(gf, gf_ref, "grad_feat");
+      expect_close_terms(gel, gel_ref, mag_el, kTol, "grad_el");
+      expect_close_terms(ger, ger_ref, mag_er, kTol, "grad_er");
+      bool has_transpose = false;
+      for (const auto& [key, item] : G.dev.cache->items)
+        has_transpose = has_transpose || (key.rfind("attention.transpose.", 0) == 0 && item);
+      EXPECT_EQ(has_transpose, !atomic) << "the atomic backward needs no transpose";
+    }
+  }
+  EXPECT_GT(picked_atomic, 0);
+  EXPECT_GT(picked_gather, 0);
+#endif
+}
+
 TEST(GatFusedGpu, DropoutMaskMatchesCpuAndIsDeterministic) {
   SPGNN_REQUIRE_GPU();
 #if SPGNN_WITH_CUDA

@@ -21,6 +21,7 @@
 
 #include "core/timing.hpp"
 #include "kernels/attention_problem.hpp"
+#include "kernels/cuda/attention_kernels.hpp"  // gat_bwd_prefers_atomic (plain C++)
 #include "spgnn/bench_util.hpp"
 #include "spgnn/cmd_bench_gat.hpp"
 #include "spgnn/common.hpp"
@@ -181,6 +182,10 @@ void run_bench_gat(const GatBenchArgs& o) {
           std::vector<Variant> variants;
           OpOptions b0;
           b0.schedule = fused_s;
+          // The labelled variants pin bwd_atomic; the last row is the default that training
+          // runs (given the forward's state and sums), labelled with the variant it picked.
+          const OpOptions b_default = b0;
+          if (dev.is_cuda()) b0.schedule.params["bwd_atomic"] = 0;
           variants.push_back({fused + " bwd" + (dev.is_cuda() ? " (gather)" : ""), b0, Given::nothing});
           if (dev.is_cuda()) {
             variants.push_back({fused + " bwd (gather, t from out)", b0, Given::out});
@@ -188,6 +193,13 @@ void run_bench_gat(const GatBenchArgs& o) {
             OpOptions b1 = b0;
             b1.schedule.params["bwd_atomic"] = 1;
             variants.push_back({fused + " bwd (atomic)", b1, Given::nothing});
+            const auto set = fused_s.params.find("bwd_atomic");
+            const bool atomic =
+                set != fused_s.params.end()
+                    ? set->second != 0
+                    : !is_half(vt) && detail::gat_bwd_prefers_atomic(host.nnz(), host.n_rows, H, F);
+            variants.push_back({fused + " bwd (default: " + (atomic ? "atomic" : "one walk") + ")",
+                                b_default, Given::sums});
           }
           Tensor gf_first, gel_first;
           double first_ms = NAN;

@@ -50,4 +50,19 @@ inline int64_t gat_bwd_heavy_deg(double avg_degree) {
   return d;
 }
 
+// Which float32 backward runs when the schedule sets no bwd_atomic: the atomic variant (scatter
+// from the destination rows, no source pass, no transpose) where it measured faster than the
+// one-walk gather, else the gather. `spgnn bench gat` (H200, 2026-12-02, F = 7..128, H = 1..8,
+// docs/BENCHMARKS.md): atomics win on large graphs of low degree and narrow rows, by 1.2-2.5x
+// (er:200000:8 H = 1 F = 8: 0.123 against 0.307 ms; kron21 H = 1 F = 16: 2.66 against 3.93),
+// and lose as degree x row width (the adds per contended column) grows (er:200000:16 F = 64:
+// 0.85x; Reddit shape, every width: 0.13-0.47x). Below 2^20 edges (Cora .. Coauthor CS,
+// 0.02-0.04 ms) they mostly lost (0.16-1.30x), and heads of F % 4 != 0 take scalar atomics that
+// lost (F = 7: 0.50-1.06x).
+inline bool gat_bwd_prefers_atomic(int64_t nnz, int64_t n_rows, int64_t H, int64_t F) {
+  if (nnz < (int64_t{1} << 20) || n_rows <= 0 || H <= 0 || F <= 0 || F % 4 != 0) return false;
+  const double avg_degree = double(nnz) / double(n_rows);
+  return avg_degree * double(H * F) <= 512.0;
+}
+
 }  // namespace spgnn::detail
